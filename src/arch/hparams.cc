@@ -1,0 +1,94 @@
+// Common hyper-parameter reading and validation.
+#include "arch/hparams.h"
+
+#include <fmt/format.h>
+
+namespace shoal {
+
+namespace {
+Result<int64_t> ReadPositive(const gguf::File& f, const std::string& key) {
+  const gguf::Value* v = f.Find(key);
+  if (!v) return Errorf("{}: missing metadata key '{}'", f.path(), key);
+  // Some files store per-layer arrays (e.g. feed_forward_length); use the first element.
+  const gguf::Value* s = v;
+  if (v->type == gguf::ValueType::kArray) {
+    if (v->arr.empty()) return Errorf("{}: '{}' is an empty array", f.path(), key);
+    s = &v->arr[0];
+  }
+  if (!s->IsInteger()) return Errorf("{}: '{}' is not an integer", f.path(), key);
+  const int64_t x = s->AsInt();
+  if (x <= 0 || x > (int64_t{1} << 31))
+    return Errorf("{}: '{}' = {} is out of range", f.path(), key, x);
+  return x;
+}
+}  // namespace
+
+Status ReadCommonHParams(const gguf::File& f, HParams* hp) {
+  SHOAL_ASSIGN_OR_RETURN(hp->arch, f.GetString("general.architecture"));
+  const std::string a = hp->arch + ".";
+  hp->name = f.GetStringOr("general.name", "");
+  SHOAL_ASSIGN_OR_RETURN(hp->n_embd, ReadPositive(f, a + "embedding_length"));
+  SHOAL_ASSIGN_OR_RETURN(hp->n_layer, ReadPositive(f, a + "block_count"));
+  SHOAL_ASSIGN_OR_RETURN(hp->n_head, ReadPositive(f, a + "attention.head_count"));
+  SHOAL_ASSIGN_OR_RETURN(hp->n_ff, ReadPositive(f, a + "feed_forward_length"));
+  hp->n_ctx_train = static_cast<int64_t>(f.GetUintOr(a + "context_length", 2048));
+  hp->n_head_kv = f.Find(a + "attention.head_count_kv") ? 0 : hp->n_head;
+  if (hp->n_head_kv == 0) {
+    SHOAL_ASSIGN_OR_RETURN(hp->n_head_kv, ReadPositive(f, a + "attention.head_count_kv"));
+  }
+  if (hp->n_head % hp->n_head_kv != 0)
+    return Errorf("{}: head_count {} is not a multiple of head_count_kv {}", f.path(),
+                  hp->n_head, hp->n_head_kv);
+  const int64_t default_hd = hp->n_embd / hp->n_head;
+  hp->head_dim_k = static_cast<int64_t>(f.GetUintOr(a + "attention.key_length", default_hd));
+  hp->head_dim_v = static_cast<int64_t>(f.GetUintOr(a + "attention.value_length", default_hd));
+  hp->n_rot = static_cast<int64_t>(f.GetUintOr(a + "rope.dimension_count", hp->head_dim_k));
+  if (hp->n_rot % 2 != 0 || hp->n_rot > hp->head_dim_k)
+    return Errorf("{}: rope.dimension_count {} invalid for head dim {}", f.path(), hp->n_rot,
+                  hp->head_dim_k);
+  hp->rms_eps = static_cast<float>(f.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  hp->rope_freq_base = static_cast<float>(f.GetFloatOr(a + "rope.freq_base", 10000.0));
+  // Scaling: "rope.scaling.factor" (or the older "rope.scale_linear") gives freq_scale = 1/f.
+  double factor = f.GetFloatOr(a + "rope.scaling.factor", 0.0);
+  if (factor == 0.0) factor = f.GetFloatOr(a + "rope.scale_linear", 0.0);
+  const std::string scaling = f.GetStringOr(a + "rope.scaling.type", factor > 0 ? "linear" : "none");
+  if (scaling != "none" && factor > 0) hp->rope_freq_scale = static_cast<float>(1.0 / factor);
+  hp->rope_yarn = scaling == "yarn";
+  hp->rope_n_ctx_orig =
+      static_cast<int64_t>(f.GetUintOr(a + "rope.scaling.original_context_length", hp->n_ctx_train));
+  hp->yarn_log_mul = static_cast<float>(f.GetFloatOr(a + "rope.scaling.yarn_log_multiplier", 0.0));
+
+  // Vocabulary size: explicit key, else the tokenizer's token list, else token_embd's rows.
+  hp->n_vocab = static_cast<int64_t>(f.GetUintOr(a + "vocab_size", 0));
+  if (hp->n_vocab == 0) {
+    if (const gguf::Value* t = f.Find("tokenizer.ggml.tokens"))
+      hp->n_vocab = static_cast<int64_t>(t->arr.size());
+  }
+  if (const gguf::TensorInfo* emb = f.FindTensor("token_embd.weight")) {
+    if (hp->n_vocab == 0) hp->n_vocab = emb->ne[1];
+    if (emb->ne[0] != hp->n_embd || emb->ne[1] != hp->n_vocab)
+      return Errorf("{}: token_embd.weight is [{}, {}], expected [{}, {}]", f.path(), emb->ne[0],
+                    emb->ne[1], hp->n_embd, hp->n_vocab);
+  }
+  if (hp->n_vocab <= 0) return Errorf("{}: cannot determine the vocabulary size", f.path());
+  hp->tied_embeddings = f.FindTensor("output.weight") == nullptr;
+  return Status::Ok();
+}
+
+std::string DescribeHParams(const HParams& hp) {
+  const char* rope = hp.rope_type == RopeType::kNone   ? "none"
+                     : hp.rope_type == RopeType::kNorm ? "norm"
+                                                       : "neox";
+  return fmt::format(
+      "arch            {}\nname            {}\nn_vocab         {}\nn_ctx_train     {}\n"
+      "n_embd          {}\nn_layer         {}\nn_head          {}\nn_head_kv       {}\n"
+      "head_dim        {} (k) / {} (v)\nn_ff            {}\nrms_eps         {:g}\n"
+      "rope            {} n_rot {} base {:g} scale {:g}{}\nqkv_bias        {}\nqk_norm         {}\n"
+      "tied_embd       {}\n",
+      hp.arch, hp.name, hp.n_vocab, hp.n_ctx_train, hp.n_embd, hp.n_layer, hp.n_head,
+      hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, hp.n_ff, hp.rms_eps, rope, hp.n_rot,
+      hp.rope_freq_base, hp.rope_freq_scale, hp.rope_yarn ? " (yarn)" : "", hp.qkv_bias,
+      hp.qk_norm, hp.tied_embeddings);
+}
+
+}  // namespace shoal

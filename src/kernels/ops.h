@@ -1,0 +1,71 @@
+// Float element-wise and row operations of the forward pass: norms, RoPE, activations, attention.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "tensor/dtype.h"
+
+namespace shoal::kernels {
+
+// y = x / sqrt(mean(x^2) + eps) * w (w may be null: no weight). The sum of squares is
+// accumulated in double, as ggml does, so results match llama.cpp to float rounding.
+// x, y: [n]; may alias.
+void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// RoPE variants (ggml's rope modes).
+enum class RopeMode { kNorm, kNeox };
+
+// YaRN / linear scaling parameters (ggml's rope_yarn); defaults = plain RoPE.
+struct RopeParams {
+  int n_rot = 0;              // rotated dimensions (<= head_dim), even
+  float freq_base = 10000.f;
+  float freq_scale = 1.f;     // 1 / linear scaling factor
+  float ext_factor = 0.f;     // YaRN extrapolation mix (0 = off)
+  float attn_factor = 1.f;    // magnitude scale
+  float beta_fast = 32.f;
+  float beta_slow = 1.f;
+  int n_ctx_orig = 0;         // training context for YaRN corrections
+  RopeMode mode = RopeMode::kNorm;
+};
+
+// Fills cache[0..n_rot) with interleaved (cos, sin) for position `pos` (ggml's rope cache:
+// theta_i = pos * base^(-2i/n_rot), computed by repeated multiplication like ggml).
+void RopeCache(const RopeParams& p, int32_t pos, float* cache /*[n_rot]*/);
+// Rotates the first n_rot dims of each of n_heads vectors of length head_dim, in place.
+void ApplyRope(const RopeParams& p, const float* cache, float* x, int n_heads, int head_dim);
+
+// y[i] = silu(g[i]) * u[i]   (SwiGLU)
+void SwiGlu(const float* g, const float* u, float* y, int64_t n);
+float Silu(float x);
+
+// y[i] += x[i]
+void AddInPlace(float* y, const float* x, int64_t n);
+
+// In-place softmax over n values.
+void Softmax(float* x, int64_t n);
+
+// Attention of one query head against keys/values stored in a paged cache, in key order,
+// with an online softmax (one pass). Keys/values of position p live in block
+// blocks[p / block_size], slot p % block_size; row pointer = base + (block * block_size + slot)
+// * stride bytes. Keys 0..n_kv-1 are attended (the caller applies causality via n_kv).
+struct PagedKv {
+  const uint8_t* k_base = nullptr;  // K rows for this layer
+  const uint8_t* v_base = nullptr;  // V rows for this layer
+  uint64_t k_row_stride = 0;        // bytes between consecutive token rows
+  uint64_t v_row_stride = 0;
+  int64_t k_head_offset = 0;        // element offset of this KV head inside a row
+  int64_t v_head_offset = 0;
+  DType dtype = DType::kF16;        // F16 or F32
+  int block_size = 16;
+  std::span<const int32_t> blocks;
+};
+
+// out[0..dv) = softmax(scale * q.k_j) . v_j over j < n_kv.
+// F16 cache: q is rounded to F16, q.k accumulates in F32, and the value accumulator is kept in
+// F16 like llama.cpp's CPU flash attention (bit-compatible numerics with its default KV cache).
+// F32 cache: everything in F32 (llama.cpp's non-flash path numerics).
+void AttendOneHead(const float* q, int dk, int dv, float scale, const PagedKv& kv, int32_t n_kv,
+                   float* out, float* scratch /*[dv]*/);
+
+}  // namespace shoal::kernels

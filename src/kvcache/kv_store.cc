@@ -1,0 +1,44 @@
+// KvStore allocation and row conversion.
+#include "kvcache/kv_store.h"
+
+#include <cstring>
+
+#include "base/fp16.h"
+
+namespace shoal {
+
+uint64_t KvLayout::BytesPerBlock() const {
+  const uint64_t elt = dtype == DType::kF16 ? 2 : 4;
+  return static_cast<uint64_t>(n_layers) * static_cast<uint64_t>(block_size) *
+         static_cast<uint64_t>(k_dim + v_dim) * elt;
+}
+
+Result<KvStore> KvStore::Create(const KvLayout& layout) {
+  if (layout.dtype != DType::kF16 && layout.dtype != DType::kF32)
+    return Errorf("KV cache type {} not supported (use f16 or f32)", DTypeName(layout.dtype));
+  if (layout.block_size <= 0 || layout.n_blocks <= 0 || layout.n_layers < 0)
+    return Errorf("bad KV layout: block_size {} n_blocks {}", layout.block_size,
+                  layout.n_blocks);
+  KvStore s;
+  s.layout_ = layout;
+  const uint64_t elt = layout.dtype == DType::kF16 ? 2 : 4;
+  s.k_row_bytes_ = static_cast<uint64_t>(layout.k_dim) * elt;
+  s.v_row_bytes_ = static_cast<uint64_t>(layout.v_dim) * elt;
+  const uint64_t rows = static_cast<uint64_t>(layout.block_size) * layout.n_blocks;
+  s.k_layer_bytes_ = rows * s.k_row_bytes_;
+  s.v_layer_bytes_ = rows * s.v_row_bytes_;
+  s.k_.resize(s.k_layer_bytes_ * static_cast<uint64_t>(layout.n_layers));
+  s.v_.resize(s.v_layer_bytes_ * static_cast<uint64_t>(layout.n_layers));
+  return s;
+}
+
+void StoreKvRow(DType dtype, const float* src, uint8_t* dst, int64_t n) {
+  if (dtype == DType::kF16) {
+    auto* d = reinterpret_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = Fp32ToFp16(src[i]);
+  } else {
+    std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+  }
+}
+
+}  // namespace shoal

@@ -1,0 +1,51 @@
+// The KV memory pool: K and V rows for a range of layers, addressed by (layer, block, slot).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+namespace shoal {
+
+struct KvLayout {
+  int32_t n_layers = 0;    // layers held here (a pipeline stage holds only its own)
+  int64_t k_dim = 0;       // elements per token row of K (n_head_kv * head_dim_k)
+  int64_t v_dim = 0;       // elements per token row of V (0 when V is a view of K, e.g. MLA)
+  DType dtype = DType::kF16;  // F16 (llama.cpp's default numerics) or F32
+  int32_t block_size = 16;    // tokens per block
+  int32_t n_blocks = 0;
+
+  uint64_t BytesPerBlock() const;  // K + V of all layers for one block
+  uint64_t TotalBytes() const { return BytesPerBlock() * static_cast<uint64_t>(n_blocks); }
+};
+
+class KvStore {
+ public:
+  // Allocates the whole pool up front (DESIGN.md principle 5: memory is planned).
+  static Result<KvStore> Create(const KvLayout& layout);
+
+  const KvLayout& layout() const { return layout_; }
+  uint64_t k_row_bytes() const { return k_row_bytes_; }
+  uint64_t v_row_bytes() const { return v_row_bytes_; }
+  // Base of layer l's K rows: row of (block b, slot s) is at base + (b * block_size + s) * stride.
+  uint8_t* KBase(int32_t layer) { return k_.data() + static_cast<uint64_t>(layer) * k_layer_bytes_; }
+  uint8_t* VBase(int32_t layer) { return v_.data() + static_cast<uint64_t>(layer) * v_layer_bytes_; }
+  const uint8_t* KBase(int32_t layer) const {
+    return k_.data() + static_cast<uint64_t>(layer) * k_layer_bytes_;
+  }
+  const uint8_t* VBase(int32_t layer) const {
+    return v_.data() + static_cast<uint64_t>(layer) * v_layer_bytes_;
+  }
+
+ private:
+  KvLayout layout_;
+  uint64_t k_row_bytes_ = 0, v_row_bytes_ = 0, k_layer_bytes_ = 0, v_layer_bytes_ = 0;
+  std::vector<uint8_t> k_, v_;
+};
+
+// Writes one F32 row into the cache format (F16 rounding or F32 copy).
+void StoreKvRow(DType dtype, const float* src, uint8_t* dst, int64_t n);
+
+}  // namespace shoal

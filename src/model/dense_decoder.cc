@@ -1,0 +1,282 @@
+// Dense decoder forward: embeddings -> [attention + SwiGLU] x layers -> norm -> logits.
+#include "model/dense_decoder.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+#include "model/weights.h"
+
+namespace shoal {
+namespace {
+
+using kernels::MatrixView;
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;  // [n_embd]
+  MatrixView wq, wk, wv, wo;               // [q_dim|k_dim|v_dim, n_embd], [n_embd, q_dim]
+  std::vector<float> bq, bk, bv, bo;       // optional biases
+  std::vector<float> q_norm, k_norm;       // [head_dim_k] (qwen3)
+  MatrixView gate, up, down;               // [n_ff, n_embd] x2, [n_embd, n_ff]
+};
+
+// Scratch activations, grown to the largest batch seen (no allocation in steady state).
+struct Workspace {
+  std::vector<float> x, xn, q, k, v, att, tmp, gate, up, rows;
+  std::vector<float> attn_scratch;  // per thread: max(n_kv, dv) floats
+  std::vector<float> rope;          // [n_rows, n_rot] (cos, sin) pairs
+  kernels::MatMulScratch mm;
+};
+
+void Grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+class DenseDecoder final : public Model {
+ public:
+  Status Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt);
+  Status Forward(const Batch& batch, const float* hidden_in, KvStore& kv, ThreadPool* pool,
+                 ForwardOutput* out) override;
+
+ private:
+  void Attention(const LayerWeights& L, int32_t local_layer, const Batch& b, KvStore& kv,
+                 ThreadPool* pool);
+  void MatMul(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
+    kernels::MatMul(w, x, w.cols, n, y, w.rows, pool, &ws_.mm);
+  }
+
+  kernels::RopeParams rope_;
+  float kq_scale_ = 1.f;
+  MatrixView tok_embd_, output_;
+  std::vector<float> output_norm_;
+  std::vector<LayerWeights> layers_;
+  Workspace ws_;
+};
+
+Status DenseDecoder::Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt) {
+  hp_ = hp;
+  first_ = opt.first_layer;
+  last_ = opt.last_layer < 0 ? static_cast<int32_t>(hp.n_layer) : opt.last_layer;
+  if (first_ < 0 || first_ >= last_ || last_ > hp.n_layer)
+    return Errorf("layer range [{}, {}) is invalid for {} layers", first_, last_, hp.n_layer);
+  const int64_t E = hp.n_embd;
+  if (is_first_stage() || (is_last_stage() && hp.tied_embeddings)) {
+    SHOAL_ASSIGN_OR_RETURN(tok_embd_, LoadMatrix(f, "token_embd.weight", E, hp.n_vocab));
+  }
+  if (is_last_stage()) {
+    SHOAL_ASSIGN_OR_RETURN(output_norm_, LoadVector(f, "output_norm.weight", E));
+    if (hp.tied_embeddings) {
+      output_ = tok_embd_;
+    } else {
+      SHOAL_ASSIGN_OR_RETURN(output_, LoadMatrix(f, "output.weight", E, hp.n_vocab));
+    }
+  }
+  for (int il = first_; il < last_; ++il) {
+    auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
+    LayerWeights L;
+    SHOAL_ASSIGN_OR_RETURN(L.attn_norm, LoadVector(f, n("attn_norm.weight"), E));
+    SHOAL_ASSIGN_OR_RETURN(L.wq, LoadMatrix(f, n("attn_q.weight"), E, hp.q_dim()));
+    SHOAL_ASSIGN_OR_RETURN(L.wk, LoadMatrix(f, n("attn_k.weight"), E, hp.k_dim()));
+    SHOAL_ASSIGN_OR_RETURN(L.wv, LoadMatrix(f, n("attn_v.weight"), E, hp.v_dim()));
+    SHOAL_ASSIGN_OR_RETURN(L.wo, LoadMatrix(f, n("attn_output.weight"), hp.n_head * hp.head_dim_v, E));
+    SHOAL_ASSIGN_OR_RETURN(L.bq, LoadOptionalVector(f, n("attn_q.bias"), hp.q_dim()));
+    SHOAL_ASSIGN_OR_RETURN(L.bk, LoadOptionalVector(f, n("attn_k.bias"), hp.k_dim()));
+    SHOAL_ASSIGN_OR_RETURN(L.bv, LoadOptionalVector(f, n("attn_v.bias"), hp.v_dim()));
+    SHOAL_ASSIGN_OR_RETURN(L.bo, LoadOptionalVector(f, n("attn_output.bias"), E));
+    if (hp.qkv_bias && (L.bq.empty() || L.bk.empty() || L.bv.empty()))
+      return Errorf("{}: layer {} lacks the q/k/v biases that {} requires", f.path(), il, hp.arch);
+    if (hp.qk_norm) {
+      SHOAL_ASSIGN_OR_RETURN(L.q_norm, LoadVector(f, n("attn_q_norm.weight"), hp.head_dim_k));
+      SHOAL_ASSIGN_OR_RETURN(L.k_norm, LoadVector(f, n("attn_k_norm.weight"), hp.head_dim_k));
+    }
+    SHOAL_ASSIGN_OR_RETURN(L.ffn_norm, LoadVector(f, n("ffn_norm.weight"), E));
+    SHOAL_ASSIGN_OR_RETURN(L.gate, LoadMatrix(f, n("ffn_gate.weight"), E, hp.n_ff));
+    SHOAL_ASSIGN_OR_RETURN(L.up, LoadMatrix(f, n("ffn_up.weight"), E, hp.n_ff));
+    SHOAL_ASSIGN_OR_RETURN(L.down, LoadMatrix(f, n("ffn_down.weight"), hp.n_ff, E));
+    layers_.push_back(std::move(L));
+  }
+  if (hp.head_dim_k > 1024 || hp.head_dim_v > 1024)
+    return Errorf("head dim {} exceeds the supported 1024", hp.head_dim_k);
+
+  rope_.n_rot = static_cast<int>(hp.n_rot);
+  rope_.freq_base = hp.rope_freq_base;
+  rope_.freq_scale = hp.rope_freq_scale;
+  rope_.mode = hp.rope_type == RopeType::kNeox ? kernels::RopeMode::kNeox : kernels::RopeMode::kNorm;
+  rope_.n_ctx_orig = static_cast<int>(hp.rope_n_ctx_orig);
+  if (hp.rope_yarn) rope_.ext_factor = 1.0f;
+  kq_scale_ = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+  return Status::Ok();
+}
+
+void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const Batch& b,
+                             KvStore& kv, ThreadPool* pool) {
+  const HParams& hp = hp_;
+  const int64_t n = b.n_rows();
+  const int hdk = static_cast<int>(hp.head_dim_k), hdv = static_cast<int>(hp.head_dim_v);
+  const int64_t qd = hp.q_dim(), kd = hp.k_dim(), vd = hp.v_dim();
+  const KvLayout& lay = kv.layout();
+  uint8_t* kb = kv.KBase(local_layer);
+  uint8_t* vb = kv.VBase(local_layer);
+
+  // Write this batch's K/V rows into the cache (rounded to the cache type).
+  for (const SeqChunk& c : b.chunks) {
+    for (int32_t i = 0; i < c.n_tokens; ++i) {
+      const int32_t pos = c.pos0 + i;
+      const int64_t blk = c.blocks[static_cast<size_t>(pos / lay.block_size)];
+      const uint64_t slot = static_cast<uint64_t>(blk * lay.block_size + pos % lay.block_size);
+      const int64_t row = c.row0 + i;
+      StoreKvRow(lay.dtype, &ws_.k[static_cast<size_t>(row * kd)], kb + slot * kv.k_row_bytes(), kd);
+      StoreKvRow(lay.dtype, &ws_.v[static_cast<size_t>(row * vd)], vb + slot * kv.v_row_bytes(), vd);
+    }
+  }
+
+  // One task per (row, head): causal attention over the sequence's positions [0, pos].
+  int32_t max_kv = 0;
+  for (const SeqChunk& c : b.chunks) max_kv = std::max(max_kv, c.pos0 + c.n_tokens);
+  const size_t per_thread = static_cast<size_t>(std::max<int32_t>(max_kv, hdv));
+  const int n_threads = pool ? pool->size() : 1;
+  Grow(ws_.attn_scratch, per_thread * static_cast<size_t>(n_threads));
+  const int64_t group = hp.n_head / hp.n_head_kv;
+  auto work = [&](int t, int nt) {
+    float* scratch = ws_.attn_scratch.data() + per_thread * static_cast<size_t>(t);
+    const int64_t tasks = n * hp.n_head;
+    const int64_t t0 = tasks * t / nt, t1 = tasks * (t + 1) / nt;
+    size_t ci = 0;
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t row = task / hp.n_head, h = task % hp.n_head;
+      while (b.chunks[ci].row0 + b.chunks[ci].n_tokens <= row) ++ci;
+      const SeqChunk& c = b.chunks[ci];
+      kernels::PagedKv pk;
+      pk.k_base = kb;
+      pk.v_base = vb;
+      pk.k_row_stride = kv.k_row_bytes();
+      pk.v_row_stride = kv.v_row_bytes();
+      pk.k_head_offset = (h / group) * hdk;
+      pk.v_head_offset = (h / group) * hdv;
+      pk.dtype = lay.dtype;
+      pk.block_size = lay.block_size;
+      pk.blocks = c.blocks;
+      const int32_t n_kv = c.pos0 + static_cast<int32_t>(row - c.row0) + 1;
+      kernels::AttendOneHead(&ws_.q[static_cast<size_t>(row * qd + h * hdk)], hdk, hdv, kq_scale_,
+                             pk, n_kv, &ws_.att[static_cast<size_t>(row * hp.n_head * hdv + h * hdv)],
+                             scratch);
+    }
+  };
+  if (pool) {
+    pool->Run(work);
+  } else {
+    work(0, 1);
+  }
+}
+
+Status DenseDecoder::Forward(const Batch& b, const float* hidden_in, KvStore& kv, ThreadPool* pool,
+                             ForwardOutput* out) {
+  const HParams& hp = hp_;
+  const int64_t n = b.n_rows();
+  const int64_t E = hp.n_embd, qd = hp.q_dim(), kd = hp.k_dim(), vd = hp.v_dim();
+  const int64_t ad = hp.n_head * hp.head_dim_v;
+  if (n == 0) return Status::Ok();
+  for (const SeqChunk& c : b.chunks) {
+    const int64_t need = static_cast<int64_t>(c.pos0) + c.n_tokens;
+    if (static_cast<int64_t>(c.blocks.size()) * kv.layout().block_size < need)
+      return Errorf("sequence {}: block table holds {} blocks, {} positions needed", c.seq_id,
+                    c.blocks.size(), need);
+  }
+  Grow(ws_.x, n * E);
+  Grow(ws_.xn, n * E);
+  Grow(ws_.q, n * qd);
+  Grow(ws_.k, n * kd);
+  Grow(ws_.v, n * vd);
+  Grow(ws_.att, n * ad);
+  Grow(ws_.tmp, n * E);
+  Grow(ws_.gate, n * hp.n_ff);
+  Grow(ws_.up, n * hp.n_ff);
+  Grow(ws_.rope, n * hp.n_rot);
+  float* x = ws_.x.data();
+
+  if (is_first_stage()) {
+    if (static_cast<int64_t>(b.tokens.size()) != n) return Errorf("batch has no token ids");
+    const uint64_t rb = tok_embd_.row_bytes;
+    for (int64_t r = 0; r < n; ++r) {
+      const int32_t id = b.tokens[static_cast<size_t>(r)];
+      if (id < 0 || id >= hp.n_vocab) return Errorf("token id {} out of range [0, {})", id, hp.n_vocab);
+      kernels::Dequantize(tok_embd_.type, tok_embd_.data + static_cast<uint64_t>(id) * rb, x + r * E, E);
+    }
+  } else {
+    if (!hidden_in) return Errorf("a later pipeline stage needs hidden states as input");
+    std::copy(hidden_in, hidden_in + n * E, x);
+  }
+  // RoPE tables per row (position-dependent only).
+  for (const SeqChunk& c : b.chunks)
+    for (int32_t i = 0; i < c.n_tokens; ++i)
+      kernels::RopeCache(rope_, c.pos0 + i, &ws_.rope[static_cast<size_t>((c.row0 + i) * hp.n_rot)]);
+
+  const int hdk = static_cast<int>(hp.head_dim_k);
+  for (int32_t li = 0; li < static_cast<int32_t>(layers_.size()); ++li) {
+    const LayerWeights& L = layers_[static_cast<size_t>(li)];
+    float* xn = ws_.xn.data();
+    for (int64_t r = 0; r < n; ++r) kernels::RmsNorm(x + r * E, L.attn_norm.data(), xn + r * E, E, hp.rms_eps);
+    MatMul(L.wq, xn, n, ws_.q.data(), pool);
+    MatMul(L.wk, xn, n, ws_.k.data(), pool);
+    MatMul(L.wv, xn, n, ws_.v.data(), pool);
+    for (int64_t r = 0; r < n; ++r) {
+      float* q = ws_.q.data() + r * qd;
+      float* k = ws_.k.data() + r * kd;
+      if (!L.bq.empty()) kernels::AddInPlace(q, L.bq.data(), qd);
+      if (!L.bk.empty()) kernels::AddInPlace(k, L.bk.data(), kd);
+      if (!L.bv.empty()) kernels::AddInPlace(ws_.v.data() + r * vd, L.bv.data(), vd);
+      if (!L.q_norm.empty()) {
+        for (int64_t h = 0; h < hp.n_head; ++h)
+          kernels::RmsNorm(q + h * hdk, L.q_norm.data(), q + h * hdk, hdk, hp.rms_eps);
+        for (int64_t h = 0; h < hp.n_head_kv; ++h)
+          kernels::RmsNorm(k + h * hdk, L.k_norm.data(), k + h * hdk, hdk, hp.rms_eps);
+      }
+      if (hp.rope_type != RopeType::kNone) {
+        const float* rc = &ws_.rope[static_cast<size_t>(r * hp.n_rot)];
+        kernels::ApplyRope(rope_, rc, q, static_cast<int>(hp.n_head), hdk);
+        kernels::ApplyRope(rope_, rc, k, static_cast<int>(hp.n_head_kv), hdk);
+      }
+    }
+    Attention(L, li, b, kv, pool);
+    MatMul(L.wo, ws_.att.data(), n, ws_.tmp.data(), pool);
+    for (int64_t r = 0; r < n; ++r) {
+      if (!L.bo.empty()) kernels::AddInPlace(ws_.tmp.data() + r * E, L.bo.data(), E);
+      kernels::AddInPlace(x + r * E, ws_.tmp.data() + r * E, E);
+      kernels::RmsNorm(x + r * E, L.ffn_norm.data(), xn + r * E, E, hp.rms_eps);
+    }
+    MatMul(L.gate, xn, n, ws_.gate.data(), pool);
+    MatMul(L.up, xn, n, ws_.up.data(), pool);
+    kernels::SwiGlu(ws_.gate.data(), ws_.up.data(), ws_.gate.data(), n * hp.n_ff);
+    MatMul(L.down, ws_.gate.data(), n, ws_.tmp.data(), pool);
+    kernels::AddInPlace(x, ws_.tmp.data(), n * E);
+  }
+
+  if (!is_last_stage()) {
+    out->hidden.assign(x, x + n * E);
+    return Status::Ok();
+  }
+  const int64_t n_out = static_cast<int64_t>(b.out_rows.size());
+  Grow(ws_.rows, n_out * E);
+  for (int64_t i = 0; i < n_out; ++i) {
+    const int32_t r = b.out_rows[static_cast<size_t>(i)];
+    if (r < 0 || r >= n) return Errorf("output row {} outside the batch of {} rows", r, n);
+    kernels::RmsNorm(x + r * E, output_norm_.data(), ws_.rows.data() + i * E, E, hp.rms_eps);
+  }
+  out->logits.resize(static_cast<size_t>(n_out * hp.n_vocab));
+  MatMul(output_, ws_.rows.data(), n_out, out->logits.data(), pool);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> LoadDenseDecoder(const gguf::File& f, const HParams& hp,
+                                                const LoadOptions& opt) {
+  auto m = std::make_unique<DenseDecoder>();
+  SHOAL_RETURN_IF_ERROR(m->Load(f, hp, opt));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace shoal

@@ -1,0 +1,14 @@
+// Forward pass of the dense llama family (llama, qwen2, qwen3): pre-norm blocks of GQA
+// attention over the paged KV cache and a SwiGLU feed-forward network.
+#pragma once
+
+#include <memory>
+
+#include "model/model.h"
+
+namespace shoal {
+
+Result<std::unique_ptr<Model>> LoadDenseDecoder(const gguf::File& f, const HParams& hp,
+                                                const LoadOptions& opt);
+
+}  // namespace shoal

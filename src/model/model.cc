@@ -1,0 +1,29 @@
+// Model::Load: picks the forward implementation for the file's architecture family.
+#include "model/model.h"
+
+#include "model/dense_decoder.h"
+
+namespace shoal {
+
+Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOptions& opt) {
+  SHOAL_ASSIGN_OR_RETURN(HParams hp, LoadHParams(file));
+  const ArchDef* def = FindArch(hp.arch);
+  switch (def->family) {
+    case BlockFamily::kDenseDecoder:
+      return LoadDenseDecoder(file, hp, opt);
+  }
+  return Errorf("{}: no forward pass for architecture {}", file.path(), hp.arch);
+}
+
+KvLayout Model::MakeKvLayout(int32_t n_blocks, int32_t block_size, DType dtype) const {
+  KvLayout l;
+  l.n_layers = last_ - first_;
+  l.k_dim = hp_.k_dim();
+  l.v_dim = hp_.v_dim();
+  l.dtype = dtype;
+  l.block_size = block_size;
+  l.n_blocks = n_blocks;
+  return l;
+}
+
+}  // namespace shoal

@@ -1,0 +1,55 @@
+// A loaded model (or a layer range of one) and its forward pass over a Batch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "arch/arch.h"
+#include "gguf/gguf.h"
+#include "kvcache/kv_store.h"
+#include "model/batch.h"
+#include "threading/thread_pool.h"
+
+namespace shoal {
+
+struct LoadOptions {
+  int32_t first_layer = 0;
+  int32_t last_layer = -1;  // exclusive; -1 = n_layer
+};
+
+struct ForwardOutput {
+  std::vector<float> logits;  // [out_rows.size(), n_vocab] when the range ends at the last layer
+  std::vector<float> hidden;  // [n_rows, n_embd] when it does not
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Loads the tensors of layers [first_layer, last_layer) plus the embeddings (if the range
+  // starts at 0) and the output head (if it ends at n_layer). Weights stay in the mmap.
+  static Result<std::unique_ptr<Model>> Load(const gguf::File& file, const LoadOptions& opt);
+
+  const HParams& hparams() const { return hp_; }
+  int32_t first_layer() const { return first_; }
+  int32_t last_layer() const { return last_; }
+  bool is_first_stage() const { return first_ == 0; }
+  bool is_last_stage() const { return last_ == hp_.n_layer; }
+
+  // KV layout for this model's layers with the given pool size.
+  KvLayout MakeKvLayout(int32_t n_blocks, int32_t block_size, DType dtype) const;
+
+  // Runs layers [first, last) over the batch. The first stage embeds batch.tokens; later
+  // stages read hidden_in [n_rows, n_embd]. Before the call, every chunk's block table must
+  // cover positions [0, pos0 + n_tokens). Writes out->logits or out->hidden.
+  virtual Status Forward(const Batch& batch, const float* hidden_in, KvStore& kv,
+                         ThreadPool* pool, ForwardOutput* out) = 0;
+
+ protected:
+  HParams hp_;
+  int32_t first_ = 0;
+  int32_t last_ = 0;
+};
+
+}  // namespace shoal
