@@ -1,0 +1,216 @@
+// Golden tests: Shoal's forward pass against llama.cpp's recorded outputs (../shared/testdata).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "engine/engine.h"
+#include "golden_util.h"
+
+namespace shoal::testing {
+namespace {
+
+using nlohmann::json;
+
+struct GoldenCase {
+  std::string model;   // relative to shared/models
+  std::string golden;  // relative to shared/testdata/golden
+};
+
+std::vector<int32_t> Ids(const json& a) { return a.get<std::vector<int32_t>>(); }
+
+// Greedy step logits and margins: the two golden layouts name them differently.
+std::vector<float> StepLogits(const json& g) {
+  return (g.contains("logits") ? g["logits"] : g["top1_logits"]).get<std::vector<float>>();
+}
+std::vector<float> StepMargins(const json& g) {
+  return (g.contains("margins_top1_minus_top2") ? g["margins_top1_minus_top2"]
+                                                : g["top1_minus_top2"])
+      .get<std::vector<float>>();
+}
+
+class TeacherForced : public ::testing::TestWithParam<GoldenCase> {};
+
+// Feeds prompt + golden greedy ids; at every step the logit of the golden id must be within
+// llama.cpp's own main-vs-alt spread of its logit, and the arg-max must agree wherever the
+// golden margin exceeds that spread.
+TEST_P(TeacherForced, LogitsWithinLlamaCppSpread) {
+  const GoldenCase& c = GetParam();
+  const std::string model_path = SharedPath("models/" + c.model);
+  const std::string golden_path = SharedPath("testdata/golden/" + c.golden);
+  if (!Exists(model_path) || !Exists(golden_path)) GTEST_SKIP() << "missing " << model_path;
+  auto m = Load(model_path, DType::kF16);
+  ASSERT_TRUE(m) << model_path;
+  const json g = LoadJson(golden_path);
+  int checked = 0, argmax_checked = 0;
+  for (const json& p : g["prompts"]) {
+    const std::vector<int32_t> prompt = Ids(p["prompt_ids"]);
+    const std::vector<int32_t> gen = Ids(p["greedy"]["ids"]);
+    const std::vector<float> ref = StepLogits(p["greedy"]);
+    const std::vector<float> margins = StepMargins(p["greedy"]);
+    const float tol = p["first_step_max_abs_diff_main_vs_alt"].get<float>();
+    std::vector<int32_t> seq = prompt;
+    seq.insert(seq.end(), gen.begin(), gen.end() - 1);
+    auto rows = RunSequence(*m, seq, static_cast<int>(prompt.size()) - 1);
+    ASSERT_EQ(rows.size(), gen.size());
+    for (size_t i = 0; i < gen.size(); ++i) {
+      const float ours = rows[i][static_cast<size_t>(gen[i])];
+      EXPECT_NEAR(ours, ref[i], tol) << c.model << " " << p["name"] << " step " << i;
+      ++checked;
+      if (margins[i] > tol) {
+        EXPECT_EQ(ArgMax(rows[i]), gen[i]) << c.model << " " << p["name"] << " step " << i;
+        ++argmax_checked;
+      }
+    }
+  }
+  RecordProperty("steps_checked", checked);
+  RecordProperty("argmax_checked", argmax_checked);
+}
+
+// With an F32 KV cache Shoal computes attention like llama.cpp's non-flash path ("alt" run).
+TEST_P(TeacherForced, F32CacheMatchesAltRunFirstStep) {
+  const GoldenCase& c = GetParam();
+  const std::string model_path = SharedPath("models/" + c.model);
+  const std::string golden_path = SharedPath("testdata/golden/" + c.golden);
+  if (!Exists(model_path) || !Exists(golden_path)) GTEST_SKIP() << "missing " << model_path;
+  auto m = Load(model_path, DType::kF32);
+  ASSERT_TRUE(m);
+  const json g = LoadJson(golden_path);
+  for (const json& p : g["prompts"]) {
+    const std::vector<int32_t> prompt = Ids(p["prompt_ids"]);
+    const float tol = p["first_step_max_abs_diff_main_vs_alt"].get<float>();
+    auto rows = RunSequence(*m, prompt, static_cast<int>(prompt.size()) - 1);
+    ASSERT_EQ(rows.size(), 1u);
+    for (const json& e : p["first_step_top20_alt"]) {
+      const int32_t id = e[0].get<int32_t>();
+      EXPECT_NEAR(rows[0][static_cast<size_t>(id)], e[1].get<float>(), tol)
+          << c.model << " " << p["name"] << " id " << id;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Dense, TeacherForced,
+    ::testing::Values(GoldenCase{"stories260K.gguf", "stories260K.golden.json"},
+                      GoldenCase{"llama-2-tiny-random.gguf", "llama-2-tiny-random.golden.json"},
+                      GoldenCase{"tiny-dense256-random-q8_0.gguf",
+                                 "tiny-dense256-random-q8_0.golden.json"},
+                      GoldenCase{"tiny-dense256-random-q4_0.gguf",
+                                 "tiny-dense256-random-q4_0.golden.json"},
+                      GoldenCase{"tiny-dense256-random-q4_k_m.gguf",
+                                 "tiny-dense256-random-q4_k_m.golden.json"},
+                      GoldenCase{"tiny/llama-f32.gguf", "arch/llama-f32.json"},
+                      GoldenCase{"tiny/llama-q8_0.gguf", "arch/llama-q8_0.json"},
+                      GoldenCase{"tiny/llama-q4_0.gguf", "arch/llama-q4_0.json"},
+                      GoldenCase{"tiny/qwen3-f32.gguf", "arch/qwen3-f32.json"},
+                      GoldenCase{"tiny/qwen3-q8_0.gguf", "arch/qwen3-q8_0.json"},
+                      GoldenCase{"tiny/qwen3-q4_0.gguf", "arch/qwen3-q4_0.json"}),
+    [](const auto& info) {
+      std::string n = info.param.model;
+      for (char& ch : n)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
+
+// stories260K is trained: free-running greedy generation must reproduce all 64 ids of all six
+// prompts, and the first-step logits must be within 2e-2 (its logits span about +-18).
+TEST(Stories260K, GreedyIdsAndFirstStepLogits) {
+  const std::string model_path = SharedPath("models/stories260K.gguf");
+  if (!Exists(model_path)) GTEST_SKIP();
+  auto m = Load(model_path, DType::kF16);
+  ASSERT_TRUE(m);
+  const json g = LoadJson(SharedPath("testdata/golden/stories260K.golden.json"));
+  EngineConfig cfg;
+  cfg.n_threads = 2;
+  cfg.n_ctx = 1024;
+  cfg.return_logits = true;
+  auto engine = Engine::Create(m->model.get(), cfg, {});
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  int prompts_identical = 0;
+  for (const json& p : g["prompts"]) {
+    Request r;
+    r.prompt = Ids(p["prompt_ids"]);
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = 64;
+    r.sampling.ignore_eos = true;
+    auto id = (*engine)->Add(r);
+    ASSERT_TRUE(id.ok());
+    std::vector<int32_t> got;
+    std::vector<float> first;
+    while (!(*engine)->idle()) {
+      auto ev = (*engine)->Step();
+      ASSERT_TRUE(ev.ok()) << ev.status().message();
+      for (auto& e : *ev) {
+        if (got.empty()) first = e.logits;
+        got.push_back(e.token);
+      }
+    }
+    const std::vector<int32_t> want = Ids(p["greedy"]["ids"]);
+    EXPECT_EQ(got, want) << p["name"];
+    prompts_identical += got == want;
+    const std::vector<float> ref = p["first_step_logits"].get<std::vector<float>>();
+    ASSERT_EQ(first.size(), ref.size());
+    float max_diff = 0;
+    for (size_t i = 0; i < ref.size(); ++i) max_diff = std::max(max_diff, std::fabs(first[i] - ref[i]));
+    EXPECT_LE(max_diff, 2e-2f) << p["name"];
+  }
+  RecordProperty("prompts_identical", prompts_identical);
+}
+
+// Shoal's own property: the six prompts generated together in one batch and one at a time give
+// identical ids and bit-identical logits.
+TEST(BatchInvariance, SixPromptsTogetherEqualAlone) {
+  const std::string model_path = SharedPath("models/stories260K.gguf");
+  if (!Exists(model_path)) GTEST_SKIP();
+  const json g = LoadJson(SharedPath("testdata/golden/stories260K.golden.json"));
+  auto m = Load(model_path, DType::kF16);
+  ASSERT_TRUE(m);
+  EngineConfig cfg;
+  cfg.n_threads = 2;
+  cfg.n_ctx = 1024;
+  cfg.return_logits = true;
+  cfg.max_num_batched_tokens = 4096;
+  using Trace = std::pair<std::vector<int32_t>, std::vector<std::vector<float>>>;
+  auto run = [&](bool together) {
+    std::vector<Trace> traces;
+    auto engine = Engine::Create(m->model.get(), cfg, {});
+    EXPECT_TRUE(engine.ok());
+    std::map<int64_t, size_t> slot;
+    for (const json& p : g["prompts"]) {
+      Request r;
+      r.prompt = Ids(p["prompt_ids"]);
+      r.sampling.temperature = 0;
+      r.sampling.max_tokens = 24;
+      r.sampling.ignore_eos = true;
+      slot[*(*engine)->Add(r)] = traces.size();
+      traces.emplace_back();
+      if (!together) {
+        while (!(*engine)->idle())
+          for (auto& e : *(*engine)->Step()) {
+            traces[slot[e.id]].first.push_back(e.token);
+            traces[slot[e.id]].second.push_back(e.logits);
+          }
+      }
+    }
+    while (!(*engine)->idle()) {
+      auto ev = (*engine)->Step();
+      for (auto& e : *ev) {
+        traces[slot[e.id]].first.push_back(e.token);
+        traces[slot[e.id]].second.push_back(e.logits);
+      }
+    }
+    return traces;
+  };
+  const auto alone = run(false);
+  const auto together = run(true);
+  ASSERT_EQ(alone.size(), 6u);
+  for (size_t i = 0; i < alone.size(); ++i) {
+    EXPECT_EQ(alone[i].first, together[i].first) << "prompt " << i;
+    ASSERT_EQ(alone[i].second.size(), together[i].second.size());
+    for (size_t s = 0; s < alone[i].second.size(); ++s)
+      EXPECT_TRUE(alone[i].second[s] == together[i].second[s]) << "prompt " << i << " step " << s;
+  }
+}
+
+}  // namespace
+}  // namespace shoal::testing
