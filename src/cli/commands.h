@@ -1,0 +1,19 @@
+// Subcommands of the `shoal` CLI; each file cmd_<name>.cc registers one.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace shoal::cli {
+
+// A registered subcommand runs after parsing and returns the process exit code.
+using Runner = std::function<int()>;
+
+void AddRunCommand(CLI::App& app, Runner* runner);
+void AddTokenizeCommand(CLI::App& app, Runner* runner);
+void AddInfoCommand(CLI::App& app, Runner* runner);
+void AddPerplexityCommand(CLI::App& app, Runner* runner);
+void AddSynthCommand(CLI::App& app, Runner* runner);
+
+}  // namespace shoal::cli

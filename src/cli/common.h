@@ -1,0 +1,33 @@
+// Shared CLI plumbing: loading a model bundle, printing errors, reading prompts.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace shoal::cli {
+
+struct Bundle {
+  std::unique_ptr<gguf::File> file;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Model> model;  // null when only the tokenizer was asked for
+};
+
+// Opens a GGUF file, its tokenizer and (if with_model) the whole model.
+Result<Bundle> LoadBundle(const std::string& path, bool with_model);
+
+// Prints "error: <message>" to stderr and returns exit code 1.
+int Fail(const Status& s);
+
+// The prompt text from -p or from the file of -f (exactly one must be given).
+Result<std::string> PromptText(const std::string& prompt, const std::string& file, bool p_set,
+                               bool f_set);
+
+// Threads: 0 means every hardware thread.
+int ResolveThreads(int threads);
+
+}  // namespace shoal::cli

@@ -1,0 +1,62 @@
+// Chunked perplexity (llama-perplexity's method).
+#include "engine/perplexity.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kvcache/block_allocator.h"
+
+namespace shoal {
+
+Result<PerplexityResult> ComputePerplexity(Model& model, const std::vector<int32_t>& tokens,
+                                           int32_t n_ctx, int32_t bos, DType kv_type,
+                                           ThreadPool* pool, void (*on_chunk)(int32_t, double)) {
+  if (n_ctx < 4) return Errorf("context {} is too small for perplexity (need >= 4)", n_ctx);
+  PerplexityResult r;
+  r.n_ctx = n_ctx;
+  r.n_chunks = static_cast<int32_t>(tokens.size() / static_cast<size_t>(n_ctx));
+  if (r.n_chunks == 0)
+    return Errorf("text has {} tokens, fewer than one context of {}", tokens.size(), n_ctx);
+  constexpr int32_t kBlock = 16;
+  const int32_t n_blocks = BlockTable::BlocksFor(n_ctx, kBlock);
+  SHOAL_ASSIGN_OR_RETURN(KvStore kv, KvStore::Create(model.MakeKvLayout(n_blocks, kBlock, kv_type)));
+  BlockAllocator alloc(n_blocks);
+  BlockTable table;
+  SHOAL_RETURN_IF_ERROR(table.Reserve(alloc, n_ctx, kBlock));
+  const int64_t V = model.hparams().n_vocab;
+  const int32_t first = n_ctx / 2;
+  double nll = 0, nll2 = 0;
+  ForwardOutput out;
+  for (int32_t c = 0; c < r.n_chunks; ++c) {
+    const size_t start = static_cast<size_t>(c) * static_cast<size_t>(n_ctx);
+    std::vector<int32_t> ids(tokens.begin() + static_cast<int64_t>(start),
+                             tokens.begin() + static_cast<int64_t>(start) + n_ctx);
+    if (bos >= 0) ids[0] = bos;
+    Batch b;
+    b.Add(0, ids, 0, table.blocks, false);
+    for (int32_t j = first; j < n_ctx - 1; ++j) b.out_rows.push_back(j);
+    SHOAL_RETURN_IF_ERROR(model.Forward(b, nullptr, kv, pool, &out));
+    for (int32_t j = first; j < n_ctx - 1; ++j) {
+      const float* lg = out.logits.data() + static_cast<int64_t>(j - first) * V;
+      const int32_t target = tokens[start + static_cast<size_t>(j) + 1];
+      float mx = lg[0];
+      for (int64_t v = 1; v < V; ++v) mx = std::max(mx, lg[v]);
+      double sum = 0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - mx));
+      const double logp = static_cast<double>(lg[target] - mx) - std::log(sum);
+      nll -= logp;
+      nll2 += logp * logp;
+      ++r.n_scored;
+    }
+    r.running_ppl.push_back(std::exp(nll / static_cast<double>(r.n_scored)));
+    if (on_chunk) on_chunk(c, r.running_ppl.back());
+  }
+  const double n = static_cast<double>(r.n_scored);
+  const double mean = nll / n;
+  r.ppl = std::exp(mean);
+  const double var = nll2 / n - mean * mean;
+  r.stderr_ppl = var > 0 && n > 1 ? r.ppl * std::sqrt(var / (n - 1)) : 0.0;
+  return r;
+}
+
+}  // namespace shoal
