@@ -6,7 +6,7 @@
 
 namespace shoal {
 
-std::string_view FinishReason(StopReason reason) {
+std::string_view StopReasonName(StopReason reason) {
   switch (reason) {
     case StopReason::kNone:
       return "";

@@ -24,8 +24,9 @@ enum class StopReason {
   kMaxTokens,   // params.max_tokens tokens generated
 };
 
-// OpenAI's finish_reason for a stop reason: "stop", "length", or "" while generating.
-std::string_view FinishReason(StopReason reason);
+// OpenAI's finish_reason for a stop reason: "stop", "length", or "" while generating. (Not named
+// FinishReason: engine/engine.h has an enum of that name.)
+std::string_view StopReasonName(StopReason reason);
 
 struct StopUpdate {
   std::string emit;                       // text to send to the client now

@@ -46,7 +46,7 @@ TEST(StopCheckerTest, StopStringSplitAcrossIncrements) {
   EXPECT_EQ(u.reason, StopReason::kStopString);
   EXPECT_EQ(u.stop_index, 0);
   EXPECT_TRUE(sc.stopped());
-  EXPECT_EQ(FinishReason(sc.reason()), "stop");
+  EXPECT_EQ(StopReasonName(sc.reason()), "stop");
 }
 
 TEST(StopCheckerTest, EmitsTextBeforeTheStopAndWithholdsTheRest) {
@@ -117,7 +117,7 @@ TEST(StopCheckerTest, MaxTokens) {
   const StopUpdate u = sc.Add(12, " He");  // the held "He" can no longer become "Hello"
   EXPECT_EQ(u.reason, StopReason::kMaxTokens);
   EXPECT_EQ(u.emit, " He");
-  EXPECT_EQ(FinishReason(u.reason), "length");
+  EXPECT_EQ(StopReasonName(u.reason), "length");
 
   p.max_tokens = 0;  // nothing may be generated
   EXPECT_TRUE(StopChecker(p, {kEos}).stopped());
