@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Shoal builds and tests with; does nothing when all are present.
+set -euo pipefail
+
+PKGS=(
+  g++ make cmake ninja-build pkg-config git ca-certificates
+  libhwy-dev libboost-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then SUDO="sudo"; else
+    echo "error: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
