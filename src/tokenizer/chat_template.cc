@@ -278,6 +278,7 @@ std::string_view ChatTemplateName(ChatTemplateKind kind) {
 
 std::vector<std::string> ChatTemplateNames() {
   std::vector<std::string> names;
+  names.reserve(kNames.size());
   for (const auto& [n, kind] : kNames) names.emplace_back(n);
   return names;
 }
