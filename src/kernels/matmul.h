@@ -1,0 +1,33 @@
+// Matrix products of a (quantized) weight matrix with a batch of F32 activation rows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/dtype.h"
+#include "threading/thread_pool.h"
+
+namespace shoal::kernels {
+
+// A row-major weight matrix [rows, cols] in one DType; row r starts at data + r * row_bytes.
+struct MatrixView {
+  DType type = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const uint8_t* data = nullptr;
+  uint64_t row_bytes = 0;
+};
+
+// Reusable buffer for quantized activations (grows, never shrinks: no allocation per token).
+struct MatMulScratch {
+  std::vector<uint8_t> xq;
+};
+
+// y[t * ldy + r] = dot(W row r, x[t * ldx ...]) for t < n_tokens, r < w.rows.
+// x: [n_tokens, ldx] F32 with w.cols used; y: [n_tokens, ldy] F32.
+// Each y element equals VecDot(W row r, quantized x_t) bit for bit, whatever n_tokens and the
+// thread count are (batch-invariant). pool may be null (single-threaded).
+void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, float* y,
+            int64_t ldy, ThreadPool* pool, MatMulScratch* scratch);
+
+}  // namespace shoal::kernels

@@ -1,0 +1,187 @@
+// The public quant API: a table of formats (reference functions per DType) and the runtime
+// choice of SIMD kernels, which are bit-identical to the references.
+#include "kernels/quant.h"
+
+#include "base/check.h"
+#include "kernels/quant_internal.h"
+#include "kernels/simd.h"
+
+namespace shoal::kernels {
+namespace {
+
+using namespace internal;  // NOLINT(build/namespaces): the reference functions
+
+struct Format {
+  DType type;
+  DType vec_dot_type;
+  DequantizeFn dequantize;
+  QuantizeFn quantize_weight;  // ggml's quantize_row_*_ref
+  QuantizeFn quantize;         // Quantize(): activation semantics for activation types
+  DotFn dot;
+};
+
+constexpr Format kFormats[] = {
+    {DType::kF32, DType::kF32, DequantizeF32, QuantizeF32, QuantizeF32, DotF32},
+    {DType::kF16, DType::kF16, DequantizeF16, QuantizeF16, QuantizeF16, DotF16},
+    {DType::kBF16, DType::kBF16, DequantizeBf16, QuantizeBf16, QuantizeBf16, DotBf16},
+    {DType::kQ4_0, DType::kQ8_0, DequantizeQ4_0, QuantizeWeightQ4_0, QuantizeWeightQ4_0, DotQ4_0},
+    {DType::kQ4_1, DType::kQ8_1, DequantizeQ4_1, QuantizeWeightQ4_1, QuantizeWeightQ4_1, DotQ4_1},
+    {DType::kQ5_0, DType::kQ8_0, DequantizeQ5_0, QuantizeWeightQ5_0, QuantizeWeightQ5_0, DotQ5_0},
+    {DType::kQ5_1, DType::kQ8_1, DequantizeQ5_1, QuantizeWeightQ5_1, QuantizeWeightQ5_1, DotQ5_1},
+    {DType::kQ8_0, DType::kQ8_0, DequantizeQ8_0, QuantizeWeightQ8_0, QuantizeActQ8_0, DotQ8_0},
+    {DType::kQ8_1, DType::kQ8_1, DequantizeQ8_1, QuantizeWeightQ8_1, QuantizeActQ8_1, DotQ8_1},
+    {DType::kQ2_K, DType::kQ8_K, DequantizeQ2_K, QuantizeWeightQ2_K, QuantizeWeightQ2_K, DotQ2_K},
+    {DType::kQ3_K, DType::kQ8_K, DequantizeQ3_K, QuantizeWeightQ3_K, QuantizeWeightQ3_K, DotQ3_K},
+    {DType::kQ4_K, DType::kQ8_K, DequantizeQ4_K, QuantizeWeightQ4_K, QuantizeWeightQ4_K, DotQ4_K},
+    {DType::kQ5_K, DType::kQ8_K, DequantizeQ5_K, QuantizeWeightQ5_K, QuantizeWeightQ5_K, DotQ5_K},
+    {DType::kQ6_K, DType::kQ8_K, DequantizeQ6_K, QuantizeWeightQ6_K, QuantizeWeightQ6_K, DotQ6_K},
+    {DType::kQ8_K, DType::kQ8_K, DequantizeQ8_K, QuantizeQ8_K, QuantizeQ8_K, DotQ8_K},
+    {DType::kMXFP4, DType::kQ8_0, DequantizeMxfp4, QuantizeWeightMxfp4, QuantizeWeightMxfp4,
+     DotMxfp4},
+};
+
+const Format* Find(DType t) {
+  for (const auto& f : kFormats)
+    if (f.type == t) return &f;
+  return nullptr;
+}
+
+// A supported type and a whole number of blocks: anything else is a caller bug.
+const Format& Checked(DType t, int64_t n) {
+  const Format* f = Find(t);
+  SHOAL_CHECK_MSG(f != nullptr, "unsupported DType for quant kernels");
+  SHOAL_CHECK_MSG(n >= 0 && n % Info(t).block_size == 0, "n is not a multiple of the block size");
+  return *f;
+}
+
+// The reference dot of each type behind the public signature.
+template <DotFn F>
+float RefDot(const void* w, const void* x, int64_t n) {
+  return F(static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(x), n);
+}
+
+VecDotFn RefVecDot(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return RefDot<DotF32>;
+    case DType::kF16:
+      return RefDot<DotF16>;
+    case DType::kBF16:
+      return RefDot<DotBf16>;
+    case DType::kQ4_0:
+      return RefDot<DotQ4_0>;
+    case DType::kQ4_1:
+      return RefDot<DotQ4_1>;
+    case DType::kQ5_0:
+      return RefDot<DotQ5_0>;
+    case DType::kQ5_1:
+      return RefDot<DotQ5_1>;
+    case DType::kQ8_0:
+      return RefDot<DotQ8_0>;
+    case DType::kQ8_1:
+      return RefDot<DotQ8_1>;
+    case DType::kQ2_K:
+      return RefDot<DotQ2_K>;
+    case DType::kQ3_K:
+      return RefDot<DotQ3_K>;
+    case DType::kQ4_K:
+      return RefDot<DotQ4_K>;
+    case DType::kQ5_K:
+      return RefDot<DotQ5_K>;
+    case DType::kQ6_K:
+      return RefDot<DotQ6_K>;
+    case DType::kQ8_K:
+      return RefDot<DotQ8_K>;
+    case DType::kMXFP4:
+      return RefDot<DotMxfp4>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+VecDotFn internal::SimdVecDotFor(const internal::SimdKernels& k, DType wt) {
+  VecDotFn f = nullptr;
+  switch (wt) {
+    case DType::kF32:
+      f = k.dot_f32;
+      break;
+    case DType::kF16:
+      f = k.dot_f16;
+      break;
+    case DType::kBF16:
+      f = k.dot_bf16;
+      break;
+    case DType::kQ8_0:
+      f = k.dot_q8_0;
+      break;
+    case DType::kQ4_0:
+      f = k.dot_q4_0;
+      break;
+    case DType::kQ4_K:
+      f = k.dot_q4_k;
+      break;
+    case DType::kQ6_K:
+      f = k.dot_q6_k;
+      break;
+    default:
+      break;
+  }
+  return f != nullptr ? f : RefVecDot(wt);
+}
+
+DType VecDotType(DType w) {
+  const Format* f = Find(w);
+  SHOAL_CHECK_MSG(f != nullptr, "unsupported weight DType");
+  return f->vec_dot_type;
+}
+
+bool IsSupportedWeightType(DType t) { return Find(t) != nullptr; }
+bool QuantizeSupported(DType t) { return Find(t) != nullptr; }
+
+void Dequantize(DType t, const void* src, float* dst, int64_t n) {
+  ref::Dequantize(t, src, dst, n);
+}
+
+void Quantize(DType t, const float* src, void* dst, int64_t n) {
+  const Format& f = Checked(t, n);
+  if (t == DType::kQ8_0 && BestSimdKernels().quantize_q8_0 != nullptr) {
+    BestSimdKernels().quantize_q8_0(src, dst, n);
+    return;
+  }
+  f.quantize(src, static_cast<uint8_t*>(dst), n);
+}
+
+void QuantizeWeights(DType t, const float* src, void* dst, int64_t n) {
+  Checked(t, n).quantize_weight(src, static_cast<uint8_t*>(dst), n);
+}
+
+VecDotFn GetVecDot(DType wt) {
+  SHOAL_CHECK_MSG(Find(wt) != nullptr, "unsupported weight DType");
+  return SimdVecDotFor(BestSimdKernels(), wt);
+}
+
+float VecDot(DType wt, const void* w, const void* x, int64_t n) {
+  Checked(wt, n);
+  return GetVecDot(wt)(w, x, n);
+}
+
+const char* SimdTargetName() { return BestSimdKernels().target; }
+
+namespace ref {
+
+void Dequantize(DType t, const void* src, float* dst, int64_t n) {
+  Checked(t, n).dequantize(static_cast<const uint8_t*>(src), dst, n);
+}
+
+void Quantize(DType t, const float* src, void* dst, int64_t n) {
+  Checked(t, n).quantize(src, static_cast<uint8_t*>(dst), n);
+}
+
+float VecDot(DType wt, const void* w, const void* x, int64_t n) {
+  return Checked(wt, n).dot(static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(x), n);
+}
+
+}  // namespace ref
+}  // namespace shoal::kernels

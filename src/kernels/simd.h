@@ -1,0 +1,38 @@
+// Internal to src/kernels: the SIMD kernels compiled once per Highway target (simd.cc), and the
+// runtime choice among them. Every kernel returns exactly the bits of its scalar reference in
+// quant_*.cc (same integer sums, same float expressions, same canonical lane order).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/quant.h"
+
+namespace shoal::kernels::internal {
+
+using SimdDotFn = float (*)(const void* w, const void* x, int64_t n);
+using SimdQuantizeFn = void (*)(const float* src, void* dst, int64_t n);
+
+// One target's kernels; a null entry means "use the scalar reference" on that target.
+struct SimdKernels {
+  const char* target = "";  // Highway's target name, e.g. "AVX2", "AVX3_DL", "EMU128"
+  SimdDotFn dot_f32 = nullptr;
+  SimdDotFn dot_f16 = nullptr;
+  SimdDotFn dot_bf16 = nullptr;
+  SimdDotFn dot_q8_0 = nullptr;            // Q8_0 weights x Q8_0 activations
+  SimdDotFn dot_q4_0 = nullptr;            // Q4_0 x Q8_0
+  SimdDotFn dot_q4_k = nullptr;            // Q4_K x Q8_K
+  SimdDotFn dot_q6_k = nullptr;            // Q6_K x Q8_K
+  SimdQuantizeFn quantize_q8_0 = nullptr;  // activation quantizer (x86 AVX semantics)
+};
+
+// The best target this CPU supports (chosen once, thread-safe).
+const SimdKernels& BestSimdKernels();
+
+// Every compiled target this CPU supports, best first (for tests and benchmarks).
+std::vector<const SimdKernels*> AllSimdKernels();
+
+// Target k's dot product for weight type wt, or the scalar reference where k has none.
+VecDotFn SimdVecDotFor(const SimdKernels& k, DType wt);
+
+}  // namespace shoal::kernels::internal

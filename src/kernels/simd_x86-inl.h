@@ -1,0 +1,238 @@
+// Per-target int8 block dot products (Q8_0, Q4_0 x Q8_0; Q4_K, Q6_K x Q8_K) with raw AVX2
+// intrinsics, compiled for Highway's AVX2, AVX3 and AVX3_DL targets (VNNI dpbusd on AVX3_DL).
+// Included by simd.cc once per target; SHOAL_HAVE_X86_INT8 says whether this target has them.
+// Each kernel computes the exact int32 sum of every block, then the same float expression as
+// its scalar reference, accumulated per block into the canonical 8 lanes (quant_internal.h):
+// blocks 8k..8k+7 form one 8-lane AVX register, so the result is bit-identical to the reference.
+
+#if defined(SHOAL_KERNELS_SIMD_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SHOAL_KERNELS_SIMD_X86_INL_H_
+#undef SHOAL_KERNELS_SIMD_X86_INL_H_
+#else
+#define SHOAL_KERNELS_SIMD_X86_INL_H_
+#endif
+
+#include <immintrin.h>
+
+#include "hwy/highway.h"
+#include "kernels/quant_internal.h"
+
+#undef SHOAL_HAVE_X86_INT8
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define SHOAL_HAVE_X86_INT8 1
+#else
+#define SHOAL_HAVE_X86_INT8 0
+#endif
+
+#if SHOAL_HAVE_X86_INT8
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+// Highway's AVX3_DL implies AVX512-VNNI (its runtime check), but 1.0.3's target string names
+// only the VEX "avxvnni"; ask for the EVEX form that every AVX3_DL CPU has.
+#pragma GCC target("avx512vnni")
+#endif
+namespace shoal::kernels::HWY_NAMESPACE {
+namespace x86 {
+
+using internal::kBlockLanes;
+using internal::kQK;
+using internal::kQKK;
+
+// Unsigned x signed bytes, products summed in groups of 4 into 8 int32 lanes. Exact when no
+// pair sum exceeds int16 (maddubs saturates): true for u <= 128 and |s| <= 127, the case of
+// every caller (activations from our quantizers never hold -128).
+HWY_INLINE __m256i DotU8I8(__m256i u, __m256i s) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+// Signed x signed bytes (a in [-128, 127], b in [-127, 127]): |a| x (b with a's sign).
+HWY_INLINE __m256i DotI8I8(__m256i a, __m256i b) {
+  return DotU8I8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+HWY_INLINE __m256i LoadU256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+HWY_INLINE int32_t HsumI32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Lane k of the result = sum of the 8 lanes of v[k] (integer, so any order is exact).
+HWY_INLINE __m256i Sum8x8(const __m256i v[8]) {
+  const __m256i a = _mm256_hadd_epi32(v[0], v[1]);
+  const __m256i b = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i c = _mm256_hadd_epi32(v[4], v[5]);
+  const __m256i d = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i ab = _mm256_hadd_epi32(a, b);  // per 128-bit half: partial sums of v0..v3
+  const __m256i cd = _mm256_hadd_epi32(c, d);  // per 128-bit half: partial sums of v4..v7
+  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
+                          _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+// The fp16 scales of 8 consecutive blocks (at p, p + stride, ...) as 8 floats (F16C: exact).
+HWY_INLINE __m256 Halves8(const uint8_t* p, int stride) {
+  const __m128i h = _mm_setr_epi16(static_cast<int16_t>(internal::LoadU16(p)),
+                                   static_cast<int16_t>(internal::LoadU16(p + stride)),
+                                   static_cast<int16_t>(internal::LoadU16(p + 2 * stride)),
+                                   static_cast<int16_t>(internal::LoadU16(p + 3 * stride)),
+                                   static_cast<int16_t>(internal::LoadU16(p + 4 * stride)),
+                                   static_cast<int16_t>(internal::LoadU16(p + 5 * stride)),
+                                   static_cast<int16_t>(internal::LoadU16(p + 6 * stride)),
+                                   static_cast<int16_t>(internal::LoadU16(p + 7 * stride)));
+  return _mm256_cvtph_ps(h);
+}
+
+// 16 bytes of packed nibbles -> 32 bytes: low nibbles (elements 0..15), then high (16..31).
+HWY_INLINE __m256i Nibbles32(const uint8_t* p) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+  return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+// Shared driver of the 32-element formats with fp16 scales and Q8_0 activations:
+// BlockSums(bw, bx) -> 8 int32 lanes summing to the block's exact integer dot.
+template <int kWBytes, int kWD, class BlockSums>
+HWY_INLINE float DotBlocksQ8_0(const void* vw, const void* vx, int64_t n, BlockSums block) {
+  constexpr int kXBytes = internal::q8_0::kBytes;
+  const auto* w = static_cast<const uint8_t*>(vw);
+  const auto* x = static_cast<const uint8_t*>(vx);
+  const int64_t nb = n / kQK;
+  __m256 acc = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + kBlockLanes <= nb; b += kBlockLanes) {
+    const uint8_t* bw = w + b * kWBytes;
+    const uint8_t* bx = x + b * kXBytes;
+    __m256i s[kBlockLanes];
+    for (int k = 0; k < kBlockLanes; ++k) s[k] = block(bw + k * kWBytes, bx + k * kXBytes);
+    const __m256 dd =
+        _mm256_mul_ps(Halves8(bw + kWD, kWBytes), Halves8(bx + internal::q8_0::kD, kXBytes));
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(Sum8x8(s))));
+  }
+  alignas(32) float lanes[kBlockLanes];
+  _mm256_store_ps(lanes, acc);
+  for (; b < nb; ++b) {
+    const uint8_t* bw = w + b * kWBytes;
+    const uint8_t* bx = x + b * kXBytes;
+    const int32_t isum = HsumI32(block(bw, bx));
+    lanes[b % kBlockLanes] +=
+        (internal::LoadHalf(bw + kWD) * internal::LoadHalf(bx + internal::q8_0::kD)) *
+        static_cast<float>(isum);
+  }
+  return internal::SumBlockLanes(lanes);
+}
+
+}  // namespace x86
+
+float DotQ8_0Q8_0(const void* w, const void* x, int64_t n) {
+  namespace q8 = internal::q8_0;
+  return x86::DotBlocksQ8_0<q8::kBytes, q8::kD>(w, x, n, [](const uint8_t* bw, const uint8_t* bx) {
+    return x86::DotI8I8(x86::LoadU256(bw + q8::kQs), x86::LoadU256(bx + q8::kQs));
+  });
+}
+
+float DotQ4_0Q8_0(const void* w, const void* x, int64_t n) {
+  namespace q4 = internal::q4_0;
+  return x86::DotBlocksQ8_0<q4::kBytes, q4::kD>(w, x, n, [](const uint8_t* bw, const uint8_t* bx) {
+    const __m256i q = _mm256_sub_epi8(x86::Nibbles32(bw + q4::kQs), _mm256_set1_epi8(8));
+    return x86::DotI8I8(q, x86::LoadU256(bx + internal::q8_0::kQs));
+  });
+}
+
+// Q4_K: isum = sum_j sc_j sum_32 q4 q8 (maddubs, then madd by the scale), summ from bsums;
+// block value d * isum - dmin * summ as in internal::DotQ4_K.
+float DotQ4_KQ8_K(const void* vw, const void* vx, int64_t n) {
+  namespace q4k = internal::q4_k;
+  namespace q8k = internal::q8_k;
+  const auto* w = static_cast<const uint8_t*>(vw);
+  const auto* x = static_cast<const uint8_t*>(vx);
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  float lanes[x86::kBlockLanes] = {};
+  for (int64_t b = 0; b < n / x86::kQKK; ++b) {
+    const uint8_t* bw = w + b * q4k::kBytes;
+    const uint8_t* bx = x + b * q8k::kBytes;
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) internal::ScaleMinK4(j, bw + q4k::kScales, &sc[j], &mn[j]);
+    __m256i acc = _mm256_setzero_si256();
+    for (int g = 0; g < 4; ++g) {
+      const __m256i bytes = x86::LoadU256(bw + q4k::kQs + 32 * g);
+      const __m256i lo = _mm256_and_si256(bytes, mask);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask);
+      const __m256i p0 = _mm256_maddubs_epi16(lo, x86::LoadU256(bx + q8k::kQs + 64 * g));
+      const __m256i p1 = _mm256_maddubs_epi16(hi, x86::LoadU256(bx + q8k::kQs + 64 * g + 32));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * g])));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * g + 1])));
+    }
+    const int32_t isum = x86::HsumI32(acc);
+    int32_t summ = 0;
+    for (int j = 0; j < 8; ++j) {
+      summ += mn[j] * (internal::LoadI16(bx + q8k::kBsums + 4 * j) +
+                       internal::LoadI16(bx + q8k::kBsums + 4 * j + 2));
+    }
+    const float yd = internal::LoadF32(bx + q8k::kD);
+    const float d = yd * internal::LoadHalf(bw + q4k::kD);
+    const float dmin = yd * internal::LoadHalf(bw + q4k::kDmin);
+    lanes[b % x86::kBlockLanes] += d * static_cast<float>(isum) - dmin * static_cast<float>(summ);
+  }
+  return internal::SumBlockLanes(lanes);
+}
+
+// Q6_K: unsigned 6-bit q (0..63) by maddubs, madd by the int8 scale of each 16; the offset 32
+// comes back as 32 * sum_j sc_j bsum_j. Block value (d_w * d_x) * isum as internal::DotQ6_K.
+float DotQ6_KQ8_K(const void* vw, const void* vx, int64_t n) {
+  namespace q6k = internal::q6_k;
+  namespace q8k = internal::q8_k;
+  const auto* w = static_cast<const uint8_t*>(vw);
+  const auto* x = static_cast<const uint8_t*>(vx);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  float lanes[x86::kBlockLanes] = {};
+  for (int64_t b = 0; b < n / x86::kQKK; ++b) {
+    const uint8_t* bw = w + b * q6k::kBytes;
+    const uint8_t* bx = x + b * q8k::kBytes;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(bw + q6k::kScales);
+    __m256i acc = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = x86::LoadU256(bw + q6k::kQl + 64 * h);
+      const __m256i ql1 = x86::LoadU256(bw + q6k::kQl + 64 * h + 32);
+      const __m256i qh = x86::LoadU256(bw + q6k::kQh + 32 * h);
+      __m256i q[4];
+      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
+      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                             _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+      q[3] = _mm256_or_si256(
+          _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+          _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i p =
+            _mm256_maddubs_epi16(q[k], x86::LoadU256(bx + q8k::kQs + 128 * h + 32 * k));
+        // 16-bit lanes 0..7 cover elements 0..15 (scale 2k), lanes 8..15 elements 16..31.
+        const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * k + 1]),
+                                               _mm_set1_epi16(sc[8 * h + 2 * k]));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scale));
+      }
+    }
+    int32_t offset = 0;
+    for (int j = 0; j < 16; ++j) offset += sc[j] * internal::LoadI16(bx + q8k::kBsums + 2 * j);
+    const int32_t isum = x86::HsumI32(acc) - 32 * offset;
+    lanes[b % x86::kBlockLanes] +=
+        (internal::LoadHalf(bw + q6k::kD) * internal::LoadF32(bx + q8k::kD)) *
+        static_cast<float>(isum);
+  }
+  return internal::SumBlockLanes(lanes);
+}
+
+}  // namespace shoal::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+#endif  // SHOAL_HAVE_X86_INT8
+
+#endif  // include guard toggle

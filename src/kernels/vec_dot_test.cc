@@ -1,0 +1,171 @@
+// VecDot tests: every SIMD target against the scalar reference (bit-identical) over sizes from
+// 0 to past two SIMD steps and misaligned buffers; and VecDot against a double-precision dot of
+// the dequantized operands.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/quant.h"
+#include "kernels/simd.h"
+#include "kernels/test_util.h"
+
+namespace shoal::kernels {
+namespace {
+
+using testing::Bits;
+using testing::Bytes;
+using testing::MisalignedBuffer;
+using testing::RandomFloats;
+
+constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
+                               DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
+                               DType::kQ8_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                               DType::kQ5_K, DType::kQ6_K, DType::kQ8_K, DType::kMXFP4};
+
+// Element counts to sweep: 0, 1, 2, ... blocks up to past two SIMD steps (the int8 kernels
+// take 8 blocks per step, the float kernels 32 elements), then larger odd sizes.
+std::vector<int64_t> Sizes(DType t) {
+  const int64_t bs = Info(t).block_size;
+  std::vector<int64_t> out;
+  const int64_t max_small = bs == 1 ? 2 * 32 + 9 : 2 * 8 + 3;
+  for (int64_t b = 0; b <= max_small; ++b) out.push_back(b * bs);
+  for (int64_t b : {31, 40, 67}) out.push_back(b * bs);
+  if (bs == 1) out.push_back(4099);
+  return out;
+}
+
+struct Operands {
+  std::vector<uint8_t> w, x;
+};
+
+// Weights from the reference quantizer of N(0, 1) data, activations from Quantize.
+Operands MakeOperands(DType t, int64_t n, uint32_t seed) {
+  const DType xt = VecDotType(t);
+  Operands o{std::vector<uint8_t>(Bytes(t, n)), std::vector<uint8_t>(Bytes(xt, n))};
+  const auto wf = RandomFloats(n, seed), xf = RandomFloats(n, seed + 1000, 2.0f);
+  QuantizeWeights(t, wf.data(), o.w.data(), n);
+  Quantize(xt, xf.data(), o.x.data(), n);
+  return o;
+}
+
+TEST(VecDot, EveryTargetMatchesReferenceBitForBit) {
+  const auto targets = internal::AllSimdKernels();
+  ASSERT_FALSE(targets.empty());
+  for (const auto* k : targets) {
+    for (DType t : kAllTypes) {
+      const VecDotFn dot = internal::SimdVecDotFor(*k, t);
+      for (int64_t n : Sizes(t)) {
+        const Operands o = MakeOperands(t, n, static_cast<uint32_t>(n) * 7 + 1);
+        const float want = ref::VecDot(t, o.w.data(), o.x.data(), n);
+        for (int mis = 0; mis < 4; ++mis) {
+          MisalignedBuffer w(o.w.size(), mis), x(o.x.size(), 3 - mis);
+          std::copy(o.w.begin(), o.w.end(), w.data());
+          std::copy(o.x.begin(), o.x.end(), x.data());
+          const float got = dot(w.data(), x.data(), n);
+          ASSERT_EQ(Bits(got), Bits(want)) << k->target << " " << DTypeName(t) << " n=" << n
+                                           << " misalign=" << mis << ": " << got << " vs " << want;
+        }
+      }
+    }
+  }
+}
+
+// Raw random bytes as weights (every code, including int8 -128 in Q8_0), finite scales.
+TEST(VecDot, RandomBitPatternsMatchReference) {
+  std::mt19937 rng(99);
+  for (const auto* k : internal::AllSimdKernels()) {
+    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+      const DType xt = VecDotType(t);
+      const int64_t n = 19 * Info(t).block_size;
+      std::vector<uint8_t> w(Bytes(t, n)), x(Bytes(xt, n));
+      for (auto& b : w) b = static_cast<uint8_t>(rng());
+      // Rewrite the fp16 scales as finite values in [2^-14, 2).
+      const int64_t bb = Info(t).block_bytes;
+      const int off = t == DType::kQ6_K ? 208 : 0;
+      for (int64_t b = 0; b < n / Info(t).block_size; ++b) {
+        for (int s = 0; s < (t == DType::kQ4_K ? 2 : 1); ++s) {
+          const uint16_t h = static_cast<uint16_t>(0x0400 + rng() % 0x3800);
+          std::memcpy(&w[b * bb + off + 2 * s], &h, 2);
+        }
+      }
+      const auto xf = RandomFloats(n, 3);
+      Quantize(xt, xf.data(), x.data(), n);
+      const float want = ref::VecDot(t, w.data(), x.data(), n);
+      const float got = internal::SimdVecDotFor(*k, t)(w.data(), x.data(), n);
+      EXPECT_EQ(Bits(got), Bits(want)) << k->target << " " << DTypeName(t);
+    }
+  }
+}
+
+TEST(VecDot, PublicEntryPointsAgree) {
+  for (DType t : kAllTypes) {
+    const int64_t n = 4 * 256;
+    const Operands o = MakeOperands(t, n, 11);
+    const float a = VecDot(t, o.w.data(), o.x.data(), n);
+    EXPECT_EQ(Bits(a), Bits(GetVecDot(t)(o.w.data(), o.x.data(), n))) << DTypeName(t);
+    EXPECT_EQ(Bits(a), Bits(ref::VecDot(t, o.w.data(), o.x.data(), n))) << DTypeName(t);
+  }
+  EXPECT_STRNE(SimdTargetName(), "");
+}
+
+// The dot equals the exact dot of the dequantized operands up to float rounding: relative to
+// sum |w_i x_i|, 1e-5 (8-lane float sums of exact block integers); 2e-3 for Q4_1/Q5_1, whose
+// activation sum s is stored as fp16.
+TEST(VecDot, MatchesDotOfDequantizedValues) {
+  for (DType t : kAllTypes) {
+    const DType xt = VecDotType(t);
+    for (int64_t blocks : {1, 9, 40}) {
+      const int64_t n = blocks * 256;
+      const Operands o = MakeOperands(t, n, 23 + static_cast<uint32_t>(blocks));
+      std::vector<float> wd(static_cast<size_t>(n)), xd(static_cast<size_t>(n));
+      Dequantize(t, o.w.data(), wd.data(), n);
+      Dequantize(xt, o.x.data(), xd.data(), n);
+      double exact = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        exact += static_cast<double>(wd[i]) * xd[i];
+        mag += std::fabs(static_cast<double>(wd[i]) * xd[i]);
+      }
+      const double tol = (t == DType::kQ4_1 || t == DType::kQ5_1 ? 2e-3 : 1e-5) * mag;
+      EXPECT_NEAR(VecDot(t, o.w.data(), o.x.data(), n), exact, tol) << DTypeName(t) << " n=" << n;
+    }
+  }
+}
+
+// SIMD Q8_0 activation quantization: same bytes as the reference on every target.
+TEST(VecDot, Q8_0ActivationQuantizerMatchesReferenceOnEveryTarget) {
+  for (const auto* k : internal::AllSimdKernels()) {
+    if (k->quantize_q8_0 == nullptr) continue;
+    for (int64_t blocks : {0, 1, 2, 3, 17, 64}) {
+      const int64_t n = blocks * 32;
+      auto x = RandomFloats(n, 77 + static_cast<uint32_t>(blocks), 5.0f);
+      // Exact ties after scaling: blocks whose amax is 127 and values k + 0.5.
+      if (blocks >= 2) {
+        x[32] = 127.0f;
+        for (int j = 1; j < 32; ++j) x[32 + j] = static_cast<float>(j % 9 - 4) + 0.5f;
+      }
+      std::vector<uint8_t> want(Bytes(DType::kQ8_0, n));
+      ref::Quantize(DType::kQ8_0, x.data(), want.data(), n);
+      for (int mis = 0; mis < 4; ++mis) {
+        MisalignedBuffer in(x.size() * 4, mis), out(want.size(), 3 - mis);
+        std::memcpy(in.data(), x.data(), x.size() * 4);
+        k->quantize_q8_0(reinterpret_cast<const float*>(in.data()), out.data(), n);
+        ASSERT_EQ(std::memcmp(out.data(), want.data(), want.size()), 0)
+            << k->target << " blocks=" << blocks << " misalign=" << mis;
+      }
+    }
+  }
+}
+
+TEST(VecDot, ReportsTargets) {
+  std::string names;
+  for (const auto* k : internal::AllSimdKernels()) names += std::string(k->target) + " ";
+  std::printf("SIMD targets on this CPU: %s(best: %s)\n", names.c_str(), SimdTargetName());
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace shoal::kernels
