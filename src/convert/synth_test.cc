@@ -261,7 +261,7 @@ TEST_P(SynthVocabSizeTest, UniquePrefixClosedWithDecreasingScores) {
   }
   if (n >= 4096) {
     const std::string sp = "\xe2\x96\x81";
-    for (const std::string w :
+    for (const std::string& w :
          {sp + "the", sp + "Once", sp + "upon", sp + "little", sp + "dog", std::string("ing")}) {
       EXPECT_TRUE(all.count(w)) << w;
     }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -18,8 +19,6 @@ namespace {
 constexpr std::string_view kSpace = "\xe2\x96\x81";  // U+2581 "▁", SentencePiece's space
 // Most tokens a vocabulary may have (bounds memory; real vocabularies are < 300k).
 constexpr int64_t kMaxVocab = int64_t{1} << 21;
-// Longest generated n-gram in characters; by then any n_vocab <= kMaxVocab is filled.
-constexpr int kMaxNgram = 8;
 
 // Common English words (roughly by frequency, with the everyday words of children's stories so
 // that TinyStories-style prompts tokenize into whole words). Letters only.
@@ -162,21 +161,45 @@ std::vector<std::string> WordPieces() {
   return out;
 }
 
-// Weight of a "▁"? + lower-case letters piece: product of its letter frequencies, a leading "▁"
-// counting like a frequent letter (word starts are common).
-double NgramWeight(std::string_view s) {
-  double w = 1.0;
-  if (s.starts_with(kSpace)) {
-    w = 150.0;
-    s.remove_prefix(kSpace.size());
-  }
-  for (char c : s) w *= kLetterFreq[c - 'a'];
-  return w;
-}
+// Adds the strings "▁"?[a-z]+ that are not tokens yet, most probable first under a unigram
+// model of English letters ("▁" as likely as a word start), until the vocabulary is full: short
+// frequent n-grams ("▁th", "ion") come before long or rare ones ("qz"). Best-first enumeration of
+// the trie whose children are sorted by probability: popping a string pushes its first child and
+// its next sibling, so each string is visited once, after its parent, and the queue stays small.
+void AddNgrams(VocabBuilder* b) {
+  struct Sym {
+    std::string s;
+    double p;
+  };
+  std::vector<Sym> letters;
+  for (int c = 0; c < 26; ++c) letters.push_back({std::string(1, 'a' + c), kLetterFreq[c] / 1e3});
+  std::stable_sort(letters.begin(), letters.end(),
+                   [](const Sym& x, const Sym& y) { return x.p > y.p; });
+  std::vector<Sym> first = letters;  // the first character may also be "▁"
+  first.insert(first.begin(), Sym{std::string(kSpace), 0.18});
 
-bool IsNgramBase(std::string_view s) {
-  if (s.starts_with(kSpace)) s.remove_prefix(kSpace.size());
-  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+  struct Node {
+    double w;         // probability of s
+    double parent_w;  // probability of its parent (s without its last character)
+    std::string s;
+    size_t parent_len;  // bytes of the parent
+    int idx;            // position of the last character in the parent's alphabet
+    bool operator<(const Node& o) const { return w != o.w ? w < o.w : s > o.s; }
+  };
+  std::priority_queue<Node> q;
+  q.push({first[0].p, 1.0, first[0].s, 0, 0});
+  while (!b->full() && !q.empty()) {
+    const Node n = q.top();
+    q.pop();
+    const std::vector<Sym>& alphabet = n.parent_len == 0 ? first : letters;
+    if (n.idx + 1 < static_cast<int>(alphabet.size())) {
+      const Sym& next = alphabet[n.idx + 1];
+      q.push({n.parent_w * next.p, n.parent_w, n.s.substr(0, n.parent_len) + next.s, n.parent_len,
+              n.idx + 1});
+    }
+    q.push({n.w * letters[0].p, n.w, n.s + letters[0].s, n.s.size(), 0});
+    if (CharCount(n.s) >= 2 && !b->Has(n.s)) b->AddPiece(n.s);
+  }
 }
 
 }  // namespace
@@ -196,24 +219,7 @@ Result<SynthVocab> BuildSynthVocab(int64_t n_vocab) {
 
   for (const std::string& piece : WordPieces()) b.AddPiece(piece);
 
-  // Letter n-grams, shortest first, each extending a token already present by one letter.
-  for (int len = 2; len <= kMaxNgram && !b.full(); ++len) {
-    std::vector<std::pair<double, std::string>> cand;
-    for (const std::string& t : b.tokens()) {
-      if (CharCount(t) != len - 1 || !IsNgramBase(t)) continue;
-      for (char c = 'a'; c <= 'z'; ++c) {
-        std::string s = t + c;
-        if (!b.Has(s)) cand.emplace_back(NgramWeight(s), std::move(s));
-      }
-    }
-    std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
-    for (const auto& [w, s] : cand) {
-      if (b.full()) break;
-      b.AddPiece(s);
-    }
-  }
+  AddNgrams(&b);
   SynthVocab v = b.Take();
   if (static_cast<int64_t>(v.tokens.size()) != n_vocab) {
     return Errorf("synthetic vocabulary: could only make {} of {} tokens", v.tokens.size(),
