@@ -73,16 +73,14 @@ class CategoryMatcher {
   pcre2_code* code_ = nullptr;
 };
 
-std::array<std::atomic<uint16_t>, kMaxCodepoint + 1>& FlagCache() {
-  static auto* cache = new std::array<std::atomic<uint16_t>, kMaxCodepoint + 1>();  // zeroed
-  return *cache;
-}
+// Zero-initialized at load time (constant initialization, no constructor runs): 2.2 MB.
+std::atomic<uint16_t> g_flag_cache[kMaxCodepoint + 1];
 
 }  // namespace
 
 uint16_t CodepointFlags(uint32_t cp) {
   if (cp > kMaxCodepoint) return kCpUndefined;
-  std::atomic<uint16_t>& slot = FlagCache()[cp];
+  std::atomic<uint16_t>& slot = g_flag_cache[cp];
   uint16_t v = slot.load(std::memory_order_relaxed);
   if (v & kComputed) return v & ~kComputed;
   static const CategoryMatcher matcher;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "gguf/gguf.h"
+#include "tokenizer/test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shoal {
@@ -17,12 +18,7 @@ namespace {
 
 const std::string kVocabDir = std::string(SHOAL_SHARED_DIR) + "/testdata/vocab/";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using tok::ReadTestFile;
 
 struct Case {
   std::string text;
@@ -32,7 +28,7 @@ struct Case {
 // Parses the .inp/.out pair the way llama.cpp's test-tokenizer-0 does.
 std::vector<Case> ReadCases(const std::string& name) {
   const std::string base = kVocabDir + "ggml-vocab-" + name + ".gguf";
-  const std::string raw = ReadFile(base + ".inp");
+  const std::string raw = ReadTestFile(base + ".inp");
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<std::string> inputs;
   for (size_t pos = 0; pos < raw.size();) {
