@@ -41,12 +41,12 @@ std::unique_ptr<LoadedModel> Load(const std::string& path, DType kv_type, int th
 }
 
 std::vector<std::vector<float>> RunSequence(LoadedModel& m, const std::vector<int32_t>& ids,
-                                            int first_row) {
+                                            int first_row, int n_prompt) {
   BlockTable table;
   Status s = table.Reserve(*m.alloc, static_cast<int32_t>(ids.size()), m.block_size);
   if (!s.ok()) return {};
   Batch b;
-  b.Add(1, ids, 0, table.blocks, false);
+  b.Add(1, ids, 0, table.blocks, false, false, TiledUntil(n_prompt < 0 ? first_row + 1 : n_prompt));
   for (int r = first_row; r < static_cast<int>(ids.size()); ++r) b.out_rows.push_back(r);
   ForwardOutput out;
   s = m.model->Forward(b, nullptr, *m.kv, m.pool.get(), &out);

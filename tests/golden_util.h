@@ -31,9 +31,10 @@ std::unique_ptr<LoadedModel> Load(const std::string& path, DType kv_type, int th
                                   int32_t n_ctx = 1024);
 
 // Runs `ids` through the model as one sequence in one batch (sequence id `seq`, fresh KV) and
-// returns logits for rows [first_row, ids.size()) as [rows][n_vocab].
+// returns logits for rows [first_row, ids.size()) as [rows][n_vocab]. The first n_prompt ids
+// are the prompt (default first_row + 1), which selects attention numerics like the engine.
 std::vector<std::vector<float>> RunSequence(LoadedModel& m, const std::vector<int32_t>& ids,
-                                            int first_row);
+                                            int first_row, int n_prompt = -1);
 
 // Greedy arg-max (lowest id wins ties).
 int32_t ArgMax(const std::vector<float>& v);

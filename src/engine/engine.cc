@@ -98,7 +98,8 @@ Result<std::vector<TokenEvent>> Engine::Step() {
   for (const ScheduledChunk& c : plan.chunks) {
     const Live& l = seqs_.at(c.seq_id);
     const std::span<const int32_t> ids(l.tokens.data() + c.start, static_cast<size_t>(c.n));
-    batch_.Add(c.seq_id, ids, c.start, sched_.Table(c.seq_id).blocks, c.samples);
+    batch_.Add(c.seq_id, ids, c.start, sched_.Table(c.seq_id).blocks, c.samples, false,
+               TiledUntil(l.n_prompt));
   }
   SHOAL_RETURN_IF_ERROR(exec_->Run(batch_, &logits_));
   const int64_t V = exec_->n_vocab();

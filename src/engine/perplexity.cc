@@ -33,7 +33,7 @@ Result<PerplexityResult> ComputePerplexity(Model& model, const std::vector<int32
                              tokens.begin() + static_cast<int64_t>(start) + n_ctx);
     if (bos >= 0) ids[0] = bos;
     Batch b;
-    b.Add(0, ids, 0, table.blocks, false);
+    b.Add(0, ids, 0, table.blocks, false, false, TiledUntil(n_ctx));
     for (int32_t j = first; j < n_ctx - 1; ++j) b.out_rows.push_back(j);
     SHOAL_RETURN_IF_ERROR(model.Forward(b, nullptr, kv, pool, &out));
     for (int32_t j = first; j < n_ctx - 1; ++j) {

@@ -11,7 +11,8 @@ namespace shoal::kernels {
 
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  // Squares are rounded to float before the double sum, as ggml does.
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
   if (w) {
@@ -136,9 +137,10 @@ void AttendF16(const float* q, int dk, int dv, float scale, const PagedKv& kv, i
     const uint16_t* vr =
         reinterpret_cast<const uint16_t*>(KvRow(kv.v_base, kv.v_row_stride, kv, j)) +
         kv.v_head_offset;
-    float dot = 0.0f;
-    for (int i = 0; i < dk; ++i) dot += qf[i] * Fp16ToFp32(kr[i]);
-    const float x = dot * scale;
+    // ggml_vec_dot_f16: float products summed in double (its tail loop; exact for dk < 64).
+    double dot = 0.0;
+    for (int i = 0; i < dk; ++i) dot += static_cast<double>(qf[i] * Fp16ToFp32(kr[i]));
+    const float x = static_cast<float>(dot) * scale;
     const float m_old = m;
     float ms = 1.0f, vs = 1.0f;
     if (x > m) {
@@ -148,7 +150,8 @@ void AttendF16(const float* q, int dk, int dv, float scale, const PagedKv& kv, i
     } else {
       vs = std::exp(x - m);
     }
-    for (int i = 0; i < dv; ++i) acc[i] = Fp16ToFp32(Fp32ToFp16(acc[i] + Fp16ToFp32(vr[i]) * vs));
+    // ggml_vec_mad_f16: one fused multiply-add in F32, then rounded to F16.
+    for (int i = 0; i < dv; ++i) acc[i] = Fp16ToFp32(Fp32ToFp16(std::fma(Fp16ToFp32(vr[i]), vs, acc[i])));
     s = s * ms + vs;
   }
   const float inv = s > 0 ? 1.0f / s : 0.0f;
@@ -185,12 +188,62 @@ void AttendF32(const float* q, int dk, int dv, float scale, const PagedKv& kv, i
   }
 }
 
+// F16 cache, tiled numerics: mirrors ggml's tiled CPU flash attention, which llama.cpp uses for
+// batches of >= 64 query rows: q stays F32, scores and the value sum are F32 FMA chains, and the
+// online softmax rescales once per tile of kAttnTile keys.
+void AttendF16Tiled(const float* q, int dk, int dv, float scale, const PagedKv& kv, int32_t n_kv,
+                    float* out, float* scratch) {
+  float* acc = scratch;          // [dv]
+  float* p = scratch + dv;       // [kAttnTile]
+  std::fill(acc, acc + dv, 0.0f);
+  float m = -INFINITY, s = 0.0f;
+  for (int32_t t0 = 0; t0 < n_kv; t0 += kAttnTile) {
+    const int32_t t1 = std::min(n_kv, t0 + kAttnTile);
+    float tile_max = -INFINITY;
+    for (int32_t j = t0; j < t1; ++j) {
+      const uint16_t* kr =
+          reinterpret_cast<const uint16_t*>(KvRow(kv.k_base, kv.k_row_stride, kv, j)) +
+          kv.k_head_offset;
+      float dot = 0.0f;
+      for (int i = 0; i < dk; ++i) dot = std::fma(q[i], Fp16ToFp32(kr[i]), dot);
+      p[j - t0] = dot * scale;
+      tile_max = std::max(tile_max, p[j - t0]);
+    }
+    const float m_new = std::max(m, tile_max);
+    if (m_new > m && m != -INFINITY) {
+      const float ms = std::exp(m - m_new);
+      for (int i = 0; i < dv; ++i) acc[i] *= ms;
+      s *= ms;
+    }
+    m = m_new;
+    double tile_sum = 0.0;
+    for (int32_t j = t0; j < t1; ++j) {
+      p[j - t0] = std::exp(p[j - t0] - m);
+      tile_sum += p[j - t0];
+    }
+    s = static_cast<float>(static_cast<double>(s) + tile_sum);
+    for (int32_t j = t0; j < t1; ++j) {
+      const uint16_t* vr =
+          reinterpret_cast<const uint16_t*>(KvRow(kv.v_base, kv.v_row_stride, kv, j)) +
+          kv.v_head_offset;
+      const float w = p[j - t0];
+      for (int i = 0; i < dv; ++i) acc[i] = std::fma(w, Fp16ToFp32(vr[i]), acc[i]);
+    }
+  }
+  const float inv = s > 0 ? 1.0f / s : 0.0f;
+  for (int i = 0; i < dv; ++i) out[i] = acc[i] * inv;
+}
+
 }  // namespace
 
 void AttendOneHead(const float* q, int dk, int dv, float scale, const PagedKv& kv, int32_t n_kv,
-                   float* out, float* scratch) {
+                   float* out, float* scratch, bool tiled) {
   if (kv.dtype == DType::kF16) {
-    AttendF16(q, dk, dv, scale, kv, n_kv, out, scratch);
+    if (tiled) {
+      AttendF16Tiled(q, dk, dv, scale, kv, n_kv, out, scratch);
+    } else {
+      AttendF16(q, dk, dv, scale, kv, n_kv, out, scratch);
+    }
   } else {
     AttendF32(q, dk, dv, scale, kv, n_kv, out, scratch);
   }

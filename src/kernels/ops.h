@@ -61,11 +61,23 @@ struct PagedKv {
   std::span<const int32_t> blocks;
 };
 
+// Keys per softmax-rescaling tile of the tiled numerics (ggml's KV tile for CPU flash attention).
+inline constexpr int kAttnTile = 64;
+// llama.cpp only takes its tiled path when the value width is a multiple of the F32 SIMD width
+// (16 lanes on the AVX-512 machine the golden data came from); narrower heads stay one-chunk.
+inline constexpr int kTiledDvMultiple = 16;
+inline bool TiledNumericsApply(int dv) { return dv % kTiledDvMultiple == 0; }
+
 // out[0..dv) = softmax(scale * q.k_j) . v_j over j < n_kv.
 // F16 cache: q is rounded to F16, q.k accumulates in F32, and the value accumulator is kept in
 // F16 like llama.cpp's CPU flash attention (bit-compatible numerics with its default KV cache).
+// With `tiled` (F16 cache only) it follows llama.cpp's tiled flash attention instead: q in F32,
+// F32 accumulation, one softmax rescale per kAttnTile keys. llama.cpp picks that path for batches
+// of >= 64 query rows; Shoal picks it per token (prompt tokens of long prompts), so results never
+// depend on the batch.
 // F32 cache: everything in F32 (llama.cpp's non-flash path numerics).
+// scratch: max(n_kv, dv + kAttnTile) floats.
 void AttendOneHead(const float* q, int dk, int dv, float scale, const PagedKv& kv, int32_t n_kv,
-                   float* out, float* scratch /*[dv]*/);
+                   float* out, float* scratch, bool tiled = false);
 
 }  // namespace shoal::kernels

@@ -4,13 +4,15 @@
 namespace shoal {
 
 void Batch::Add(int64_t seq, std::span<const int32_t> ids, int32_t pos0,
-                std::span<const int32_t> blocks, bool want_logits, bool all_logits) {
+                std::span<const int32_t> blocks, bool want_logits, bool all_logits,
+                int32_t tiled_until) {
   SeqChunk c;
   c.seq_id = seq;
   c.row0 = n_rows();
   c.n_tokens = static_cast<int32_t>(ids.size());
   c.pos0 = pos0;
   c.blocks = blocks;
+  c.tiled_until = tiled_until;
   tokens.insert(tokens.end(), ids.begin(), ids.end());
   chunks.push_back(c);
   if (all_logits) {

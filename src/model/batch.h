@@ -15,7 +15,15 @@ struct SeqChunk {
   int32_t n_tokens = 0;
   int32_t pos0 = 0;
   std::span<const int32_t> blocks;
+  // Positions below this use llama.cpp's prompt-batch attention numerics (see kernels::
+  // AttendOneHead). A property of the request (its prompt length), never of the batch.
+  int32_t tiled_until = 0;
 };
+
+// The attention numerics rule: prompt tokens of prompts with at least this many tokens use the
+// tiled path, as llama.cpp does when such a prompt arrives in one batch (GGML_FA_TILE_Q = 64).
+inline constexpr int32_t kTiledPromptMin = 64;
+inline int32_t TiledUntil(int32_t n_prompt) { return n_prompt >= kTiledPromptMin ? n_prompt : 0; }
 
 struct Batch {
   std::vector<int32_t> tokens;      // [n_rows]; used when the range starts at layer 0
@@ -33,7 +41,7 @@ struct Batch {
   // Appends a chunk of `ids` for `seq` starting at `pos0`; if want_logits, its last row is
   // added to out_rows (all rows when all_logits).
   void Add(int64_t seq, std::span<const int32_t> ids, int32_t pos0, std::span<const int32_t> blocks,
-           bool want_logits, bool all_logits = false);
+           bool want_logits, bool all_logits = false, int32_t tiled_until = 0);
 };
 
 }  // namespace shoal

@@ -136,10 +136,12 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
   // One task per (row, head): causal attention over the sequence's positions [0, pos].
   int32_t max_kv = 0;
   for (const SeqChunk& c : b.chunks) max_kv = std::max(max_kv, c.pos0 + c.n_tokens);
-  const size_t per_thread = static_cast<size_t>(std::max<int32_t>(max_kv, hdv));
+  const size_t per_thread =
+      static_cast<size_t>(std::max<int32_t>(max_kv, hdv + kernels::kAttnTile));
   const int n_threads = pool ? pool->size() : 1;
   Grow(ws_.attn_scratch, per_thread * static_cast<size_t>(n_threads));
   const int64_t group = hp.n_head / hp.n_head_kv;
+  const bool tiled_ok = kernels::TiledNumericsApply(hdv);
   auto work = [&](int t, int nt) {
     float* scratch = ws_.attn_scratch.data() + per_thread * static_cast<size_t>(t);
     const int64_t tasks = n * hp.n_head;
@@ -159,10 +161,10 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
       pk.dtype = lay.dtype;
       pk.block_size = lay.block_size;
       pk.blocks = c.blocks;
-      const int32_t n_kv = c.pos0 + static_cast<int32_t>(row - c.row0) + 1;
+      const int32_t pos = c.pos0 + static_cast<int32_t>(row - c.row0);
       kernels::AttendOneHead(&ws_.q[static_cast<size_t>(row * qd + h * hdk)], hdk, hdv, kq_scale_,
-                             pk, n_kv, &ws_.att[static_cast<size_t>(row * hp.n_head * hdv + h * hdv)],
-                             scratch);
+                             pk, pos + 1, &ws_.att[static_cast<size_t>(row * hp.n_head * hdv + h * hdv)],
+                             scratch, tiled_ok && pos < c.tiled_until);
     }
   };
   if (pool) {
