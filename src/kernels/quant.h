@@ -36,7 +36,7 @@ void Quantize(DType t, const float* src, void* dst, int64_t n);
 void QuantizeWeights(DType t, const float* src, void* dst, int64_t n);
 
 // Dot product of a weight row `w` (type wt, n elements) with an activation row `x` already in
-// VecDotType(wt). Dispatches to the best SIMD target at runtime.
+// VecDotType(wt). Dispatches to the best SIMD target at runtime, bit-identical to ref::VecDot.
 // x must come from Quantize (its int8 quants never hold -128, which the SIMD paths rely on).
 // Integer sums are exact per block; block results are added in a fixed order (block b into lane
 // b % 8, then a fixed tree) that depends only on n, identical on every SIMD target.
@@ -54,18 +54,7 @@ const char* SimdTargetName();
 namespace ref {
 void Dequantize(DType t, const void* src, float* dst, int64_t n);
 void Quantize(DType t, const float* src, void* dst, int64_t n);
-// x must come from Quantize (its int8 quants never hold -128, which the SIMD paths rely on).
-// Integer sums are exact per block; block results are added in a fixed order (block b into lane
-// b % 8, then a fixed tree) that depends only on n, identical on every SIMD target.
 float VecDot(DType wt, const void* w, const void* x, int64_t n);
-
-// The function VecDot calls for weight type wt (resolved once to the best SIMD target), for hot
-// loops that would rather not switch on the type per row. Same bits as VecDot.
-using VecDotFn = float (*)(const void* w, const void* x, int64_t n);
-VecDotFn GetVecDot(DType wt);
-
-// Highway's name of the SIMD target in use, e.g. "AVX3_DL", "AVX2" (for logs and benchmarks).
-const char* SimdTargetName();
 }  // namespace ref
 
 }  // namespace shoal::kernels
