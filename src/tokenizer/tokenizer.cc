@@ -36,6 +36,7 @@ std::vector<Fragment> Partition(const Vocab& v, std::string_view text, bool pars
     const tok::TokenData& t = v.tokens[id];
     if (!parse_special && (t.attr & (kAttrControl | kAttrUnknown))) continue;
     const std::string_view needle = t.text;
+    if (text.find(needle) == std::string_view::npos) continue;  // cheap pre-check
     next.clear();
     for (const Fragment& f : frags) {
       if (f.token >= 0) {

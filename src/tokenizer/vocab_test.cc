@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,7 +17,11 @@
 namespace shoal {
 namespace {
 
-const std::string kVocabDir = std::string(SHOAL_SHARED_DIR) + "/testdata/vocab/";
+// $SHOAL_TOKENIZER_VOCAB_DIR (a folder laid out like testdata/vocab) replaces the default, to
+// check vocabularies whose GGUF is not shipped (e.g. one converted from a model's tokenizer.json).
+const std::string kVocabDir = std::getenv("SHOAL_TOKENIZER_VOCAB_DIR")
+                                  ? std::string(std::getenv("SHOAL_TOKENIZER_VOCAB_DIR")) + "/"
+                                  : std::string(SHOAL_SHARED_DIR) + "/testdata/vocab/";
 
 using tok::ReadTestFile;
 
