@@ -223,7 +223,6 @@ std::string SanitizeUtf8(std::string_view s) {
     uint32_t cp = 0;
     if (b0 < 0x80) {
       len = 1;
-      cp = b0;
     } else if ((b0 & 0xE0) == 0xC0 && cont(i + 1)) {
       len = 2;
       cp = ((b0 & 0x1Fu) << 6) | (byte(i + 1) & 0x3F);
