@@ -2,6 +2,7 @@
 #include "convert/synth.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,6 +54,46 @@ void FillNormal(uint64_t stream, float* x, int64_t n) {
   }
 }
 
+// Tensor bytes in anonymous memory aligned to 2 MB and marked for transparent huge pages: no
+// zero-fill pass (std::vector's memset was 14% of the time) and one page fault per 2 MB instead
+// of per 4 KB (a fault costs ~20 us in a VM; the 1b f16 model took 550k of them).
+class Buffer {
+ public:
+  static Result<Buffer> Allocate(uint64_t n) {
+    Buffer b;
+    b.size_ = n;
+    b.len_ = n + kHugePage;
+    void* p = mmap(nullptr, b.len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return Errorf("synth: cannot allocate {} bytes: {}", n, std::strerror(errno));
+    b.base_ = static_cast<uint8_t*>(p);
+    const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~(kHugePage - 1);
+    b.data_ = reinterpret_cast<uint8_t*>(a);
+    madvise(b.data_, n, MADV_HUGEPAGE);  // advisory: failure only costs speed
+    return b;
+  }
+  Buffer() = default;
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept {
+    std::swap(base_, o.base_);
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    std::swap(len_, o.len_);
+    return *this;
+  }
+  ~Buffer() {
+    if (base_) munmap(base_, len_);
+  }
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  static constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  uint8_t* base_ = nullptr;
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0, len_ = 0;
+};
+
 // Generated tensor bytes go either into memory (handed to the writer) or into a staging file
 // that is mmapped once complete.
 class TensorSink {
@@ -63,9 +104,12 @@ class TensorSink {
     if (file_) std::fclose(file_);
     if (!staging_path_.empty()) std::remove(staging_path_.c_str());
   }
-  Status Add(const SynthTensor& t, std::vector<uint8_t> bytes) {
-    if (staging_path_.empty())
-      return writer_->AddTensorCopy(t.name, t.type, t.ne, std::move(bytes));
+  Status Add(const SynthTensor& t, Buffer bytes) {
+    if (staging_path_.empty()) {
+      SHOAL_RETURN_IF_ERROR(writer_->AddTensor(t.name, t.type, t.ne, bytes.data(), bytes.size()));
+      held_.push_back(std::move(bytes));
+      return Status::Ok();
+    }
     if (!file_) {
       file_ = std::fopen(staging_path_.c_str(), "wb");
       if (!file_) return Errorf("{}: cannot create: {}", staging_path_, std::strerror(errno));
@@ -99,6 +143,7 @@ class TensorSink {
   };
   gguf::Writer* writer_;
   std::string staging_path_;  // empty: keep in memory
+  std::vector<Buffer> held_;  // in memory: the bytes the writer points to
   std::FILE* file_ = nullptr;
   std::vector<Staged> staged_;
   uint64_t staged_bytes_ = 0;
@@ -258,7 +303,7 @@ Status SynthesizeModel(const SynthOptions& opt, const std::string& out_path) {
                         : t.init == SynthTensor::Init::kNorm ? 0.1f
                                                              : 1.0f;
     const float offset = t.init == SynthTensor::Init::kNorm ? 1.0f : 0.0f;
-    std::vector<uint8_t> bytes(row_bytes * rows);
+    SHOAL_ASSIGN_OR_RETURN(Buffer bytes, Buffer::Allocate(row_bytes * rows));
     const int64_t slice_rows = std::max<int64_t>(1, kSliceElements / n);
     for (int64_t r0 = 0; r0 < rows; r0 += slice_rows) {
       const int64_t r1 = std::min(rows, r0 + slice_rows);
