@@ -108,6 +108,18 @@ TEST_P(GoldenTest, StreamingDetokenizerEqualsDecode) {
   }
 }
 
+// llama-perplexity tokenizes its text once with BOS (parse_special off).
+TEST(GoldenPerplexityText, TokenCountMatchesLlamaCpp) {
+  auto f = gguf::File::Open(kShared + "/models/stories260K.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  auto t = Tokenizer::FromGguf(**f);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const auto ref =
+      nlohmann::json::parse(ReadTestFile(kShared + "/testdata/golden/stories260K.perplexity.json"));
+  const std::string text = ReadTestFile(kShared + "/testdata/golden/ppl_story.txt");
+  EXPECT_EQ((*t)->Encode(text, true, false).size(), ref["n_tokens_with_bos"].get<size_t>());
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values("stories260K", "llama-2-tiny-random"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
