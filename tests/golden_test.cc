@@ -3,9 +3,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "engine/engine.h"
+#include "engine/perplexity.h"
+#include "tokenizer/tokenizer.h"
 #include "golden_util.h"
 
 namespace shoal::testing {
@@ -250,6 +254,40 @@ TEST(BatchInvariance, SixPromptsTogetherEqualAlone) {
     ASSERT_EQ(alone[i].second.size(), together[i].second.size());
     for (size_t s = 0; s < alone[i].second.size(); ++s)
       EXPECT_TRUE(alone[i].second[s] == together[i].second[s]) << "prompt " << i << " step " << s;
+  }
+}
+
+}  // namespace
+}  // namespace shoal::testing
+
+namespace shoal::testing {
+namespace {
+
+// Perplexity of stories260K on ppl_story.txt within 0.1% of llama-perplexity's figures.
+TEST(Perplexity, Stories260KMatchesLlamaCpp) {
+  const std::string model_path = SharedPath("models/stories260K.gguf");
+  const std::string text_path = SharedPath("testdata/golden/ppl_story.txt");
+  if (!Exists(model_path) || !Exists(text_path)) GTEST_SKIP();
+  auto m = Load(model_path, DType::kF16);
+  ASSERT_TRUE(m);
+  auto tok = Tokenizer::FromGguf(*m->file);
+  ASSERT_TRUE(tok.ok());
+  std::ifstream in(text_path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const json ref = LoadJson(SharedPath("testdata/golden/stories260K.perplexity.json"));
+  const auto ids = (*tok)->Encode(text, true, false);
+  EXPECT_EQ(static_cast<int64_t>(ids.size()), ref["n_tokens_with_bos"].get<int64_t>());
+  for (const json& run : ref["runs"]) {
+    const int32_t n_ctx = run["n_ctx"].get<int32_t>();
+    auto r = ComputePerplexity(*m->model, ids, n_ctx, (*tok)->bos(), DType::kF16, m->pool.get());
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const double want = run["final_ppl"].get<double>();
+    EXPECT_EQ(r->n_chunks, run["n_chunks"].get<int32_t>());
+    EXPECT_NEAR(r->ppl, want, want * 1e-3) << "n_ctx " << n_ctx;
+    const auto running = run["running_ppl"].get<std::vector<double>>();
+    for (size_t i = 0; i < running.size(); ++i)
+      EXPECT_NEAR(r->running_ppl[i], running[i], running[i] * 1e-3) << "chunk " << i;
+    std::fprintf(stderr, "perplexity n_ctx %d: shoal %.4f llama.cpp %.4f\n", n_ctx, r->ppl, want);
   }
 }
 

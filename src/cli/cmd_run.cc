@@ -94,7 +94,7 @@ int Run(const RunArgs& a, bool p_set, bool f_set) {
         std::fflush(stdout);
       }
       if (u.reason != StopReason::kNone) {
-        finish = std::string(FinishReason(u.reason));
+        finish = std::string(StopReasonName(u.reason));
         (*engine)->Cancel(e.id);
       } else if (e.finish == FinishReason::kEos) {
         finish = "stop";
