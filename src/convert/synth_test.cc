@@ -177,7 +177,7 @@ TEST_P(SynthTypeTest, TinyReadsBackWithLlamaMetadataAndShapes) {
     std::vector<float> x(ti->n_elements());
     kernels::Dequantize(ti->type, ti->data, x.data(), ti->n_elements());
     double s = 0, s2 = 0;
-    for (float v : x) s += v, s2 += double(v) * v;
+    for (float v : x) s += v, s2 += static_cast<double>(v) * v;
     *mean = s / x.size();
     *sd = std::sqrt(s2 / x.size() - *mean * *mean);
   };
