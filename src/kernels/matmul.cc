@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kernels/quant.h"
+#include "kernels/simd.h"
 
 namespace shoal::kernels {
 namespace {
@@ -33,6 +34,9 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
   const std::optional<uint64_t> xrow = RowBytes(xt, w.cols);
   SHOAL_CHECK_MSG(xrow.has_value(), "cols is not a multiple of the block size");
   const VecDotFn dot = GetVecDot(w.type);
+  // Four tokens per weight row where the target has it (weights unpacked once for all four);
+  // every output still has the bits of `dot`.
+  const internal::SimdDot4Fn dot4 = internal::SimdDot4For(internal::BestSimdKernels(), w.type);
 
   // Activations in the vec-dot type: F32 rows are used in place, others quantized once.
   const uint8_t* xq = reinterpret_cast<const uint8_t*>(x);
@@ -55,13 +59,23 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
     xq_stride = *xrow;
   }
 
-  // y[t, r] for rows [r0, r1): token tiles outside, row tiles inside, one VecDot per element.
+  // y[t, r] for rows [r0, r1): token tiles outside, row tiles inside, one dot per element.
   auto rows = [&](int64_t r0, int64_t r1) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
       const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
       for (int64_t rt = r0; rt < r1; rt += kRowGrain) {
         const int64_t rt1 = std::min(r1, rt + kRowGrain);
-        for (int64_t t = t0; t < t1; ++t) {
+        int64_t t = t0;
+        for (; dot4 != nullptr && t + 4 <= t1; t += 4) {
+          const void* xs[4];
+          for (int j = 0; j < 4; ++j) xs[j] = xq + static_cast<uint64_t>(t + j) * xq_stride;
+          for (int64_t r = rt; r < rt1; ++r) {
+            float out[4];
+            dot4(w.data + static_cast<uint64_t>(r) * w.row_bytes, xs, w.cols, out);
+            for (int j = 0; j < 4; ++j) y[(t + j) * ldy + r] = out[j];
+          }
+        }
+        for (; t < t1; ++t) {
           const uint8_t* xt_row = xq + static_cast<uint64_t>(t) * xq_stride;
           float* yt = y + t * ldy;
           for (int64_t r = rt; r < rt1; ++r)

@@ -131,6 +131,17 @@ VecDotFn internal::SimdVecDotFor(const internal::SimdKernels& k, DType wt) {
   return f != nullptr ? f : RefVecDot(wt);
 }
 
+internal::SimdDot4Fn internal::SimdDot4For(const internal::SimdKernels& k, DType wt) {
+  switch (wt) {
+    case DType::kQ8_0:
+      return k.dot4_q8_0;
+    case DType::kQ4_0:
+      return k.dot4_q4_0;
+    default:
+      return nullptr;
+  }
+}
+
 DType VecDotType(DType w) {
   const Format* f = Find(w);
   SHOAL_CHECK_MSG(f != nullptr, "unsupported weight DType");

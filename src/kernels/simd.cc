@@ -125,6 +125,8 @@ const internal::SimdKernels* GetKernels() {
 #if SHOAL_HAVE_X86_INT8
     k.dot_q8_0 = &DotQ8_0Q8_0;
     k.dot_q4_0 = &DotQ4_0Q8_0;
+    k.dot4_q8_0 = &Dot4Q8_0Q8_0;
+    k.dot4_q4_0 = &Dot4Q4_0Q8_0;
     k.dot_q4_k = &DotQ4_KQ8_K;
     k.dot_q6_k = &DotQ6_KQ8_K;
 #endif

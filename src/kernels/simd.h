@@ -12,6 +12,8 @@ namespace shoal::kernels::internal {
 
 using SimdDotFn = float (*)(const void* w, const void* x, int64_t n);
 using SimdQuantizeFn = void (*)(const float* src, void* dst, int64_t n);
+// out[j] = dot(w, x[j]) for j < 4, each with exactly the bits of the single-row dot.
+using SimdDot4Fn = void (*)(const void* w, const void* const* x, int64_t n, float* out);
 
 // One target's kernels; a null entry means "use the scalar reference" on that target.
 struct SimdKernels {
@@ -19,10 +21,12 @@ struct SimdKernels {
   SimdDotFn dot_f32 = nullptr;
   SimdDotFn dot_f16 = nullptr;
   SimdDotFn dot_bf16 = nullptr;
-  SimdDotFn dot_q8_0 = nullptr;            // Q8_0 weights x Q8_0 activations
-  SimdDotFn dot_q4_0 = nullptr;            // Q4_0 x Q8_0
-  SimdDotFn dot_q4_k = nullptr;            // Q4_K x Q8_K
-  SimdDotFn dot_q6_k = nullptr;            // Q6_K x Q8_K
+  SimdDotFn dot_q8_0 = nullptr;    // Q8_0 weights x Q8_0 activations
+  SimdDotFn dot_q4_0 = nullptr;    // Q4_0 x Q8_0
+  SimdDotFn dot_q4_k = nullptr;    // Q4_K x Q8_K
+  SimdDotFn dot_q6_k = nullptr;    // Q6_K x Q8_K
+  SimdDot4Fn dot4_q8_0 = nullptr;  // four activation rows per weight row (batched MatMul)
+  SimdDot4Fn dot4_q4_0 = nullptr;
   SimdQuantizeFn quantize_q8_0 = nullptr;  // activation quantizer (x86 AVX semantics)
 };
 
@@ -34,5 +38,8 @@ std::vector<const SimdKernels*> AllSimdKernels();
 
 // Target k's dot product for weight type wt, or the scalar reference where k has none.
 VecDotFn SimdVecDotFor(const SimdKernels& k, DType wt);
+
+// Target k's four-row dot product for weight type wt, or null (then use the single-row one).
+SimdDot4Fn SimdDot4For(const SimdKernels& k, DType wt);
 
 }  // namespace shoal::kernels::internal

@@ -65,18 +65,6 @@ HWY_INLINE int32_t HsumI32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// Lane k of the result = sum of the 8 lanes of v[k] (integer, so any order is exact).
-HWY_INLINE __m256i Sum8x8(const __m256i v[8]) {
-  const __m256i a = _mm256_hadd_epi32(v[0], v[1]);
-  const __m256i b = _mm256_hadd_epi32(v[2], v[3]);
-  const __m256i c = _mm256_hadd_epi32(v[4], v[5]);
-  const __m256i d = _mm256_hadd_epi32(v[6], v[7]);
-  const __m256i ab = _mm256_hadd_epi32(a, b);  // per 128-bit half: partial sums of v0..v3
-  const __m256i cd = _mm256_hadd_epi32(c, d);  // per 128-bit half: partial sums of v4..v7
-  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
-                          _mm256_permute2x128_si256(ab, cd, 0x31));
-}
-
 // The fp16 scales of 8 consecutive blocks (at p, p + stride, ...) as 8 floats (F16C: exact).
 HWY_INLINE __m256 Halves8(const uint8_t* p, int stride) {
   const __m128i h = _mm_setr_epi16(static_cast<int16_t>(internal::LoadU16(p)),
@@ -108,52 +96,110 @@ HWY_INLINE __m256i DotQ4Offset8(__m256i q, __m256i y) {
   return _mm256_madd_epi16(d16, _mm256_set1_epi16(1));
 }
 
-// Shared driver of the 32-element formats with fp16 scales and Q8_0 activations:
-// BlockSums(bw, bx) -> 8 int32 lanes summing to the block's exact integer dot.
-template <int kWBytes, int kWD, class BlockSums>
-HWY_INLINE float DotBlocksQ8_0(const void* vw, const void* vx, int64_t n, BlockSums block) {
+// Shared driver of the 32-element formats with fp16 scales and Q8_0 activations, for NX
+// activation rows at once (the weight blocks are unpacked once for all of them):
+//   prep(bw) -> the unpacked weight block; block(prep, bx) -> 8 int32 lanes summing to the
+//   block's exact integer dot.
+// Token j's result is the same expression as for NX = 1: per 8 blocks, the 8 block sums by a
+// fixed hadd tree (exact integers), then lane k += (d_w * d_x) * isum_k; the tail blocks go to
+// their lanes one by one; then the canonical 8-lane sum.
+template <int NX, int kWBytes, int kWD, class Prep, class Block>
+HWY_INLINE void DotBlocksQ8_0(const uint8_t* w, const uint8_t* const* x, int64_t n, float* out,
+                              Prep prep, Block block) {
   constexpr int kXBytes = internal::q8_0::kBytes;
-  const auto* w = static_cast<const uint8_t*>(vw);
-  const auto* x = static_cast<const uint8_t*>(vx);
+  constexpr int kXD = internal::q8_0::kD;
   const int64_t nb = n / kQK;
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[NX];
+  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + kBlockLanes <= nb; b += kBlockLanes) {
     const uint8_t* bw = w + b * kWBytes;
-    const uint8_t* bx = x + b * kXBytes;
-    __m256i s[kBlockLanes];
-    for (int k = 0; k < kBlockLanes; ++k) s[k] = block(bw + k * kWBytes, bx + k * kXBytes);
-    const __m256 dd =
-        _mm256_mul_ps(Halves8(bw + kWD, kWBytes), Halves8(bx + internal::q8_0::kD, kXBytes));
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(Sum8x8(s))));
+    // h[j][i]: per 128-bit half, pairwise sums of blocks 2i and 2i + 1 (then of 4i..4i + 3).
+    __m256i h[NX][4];
+    for (int i = 0; i < 4; ++i) {
+      const auto p0 = prep(bw + (2 * i) * kWBytes);
+      const auto p1 = prep(bw + (2 * i + 1) * kWBytes);
+      for (int j = 0; j < NX; ++j) {
+        const uint8_t* bx = x[j] + (b + 2 * i) * kXBytes;
+        h[j][i] = _mm256_hadd_epi32(block(p0, bx), block(p1, bx + kXBytes));
+      }
+    }
+    const __m256 dw = Halves8(bw + kWD, kWBytes);
+    for (int j = 0; j < NX; ++j) {
+      const __m256i ab = _mm256_hadd_epi32(h[j][0], h[j][1]);  // blocks 0..3, per half
+      const __m256i cd = _mm256_hadd_epi32(h[j][2], h[j][3]);  // blocks 4..7, per half
+      const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
+                                            _mm256_permute2x128_si256(ab, cd, 0x31));
+      const __m256 dd = _mm256_mul_ps(dw, Halves8(x[j] + b * kXBytes + kXD, kXBytes));
+      acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum)));
+    }
   }
-  alignas(32) float lanes[kBlockLanes];
-  _mm256_store_ps(lanes, acc);
-  for (; b < nb; ++b) {
-    const uint8_t* bw = w + b * kWBytes;
-    const uint8_t* bx = x + b * kXBytes;
-    const int32_t isum = HsumI32(block(bw, bx));
-    lanes[b % kBlockLanes] +=
-        (internal::LoadHalf(bw + kWD) * internal::LoadHalf(bx + internal::q8_0::kD)) *
-        static_cast<float>(isum);
+  for (int j = 0; j < NX; ++j) {
+    alignas(32) float lanes[kBlockLanes];
+    _mm256_store_ps(lanes, acc[j]);
+    for (int64_t t = b; t < nb; ++t) {
+      const uint8_t* bw = w + t * kWBytes;
+      const uint8_t* bx = x[j] + t * kXBytes;
+      const int32_t isum = HsumI32(block(prep(bw), bx));
+      lanes[t % kBlockLanes] +=
+          (internal::LoadHalf(bw + kWD) * internal::LoadHalf(bx + kXD)) * static_cast<float>(isum);
+    }
+    out[j] = internal::SumBlockLanes(lanes);
   }
-  return internal::SumBlockLanes(lanes);
+}
+
+// Q8_0 weights: |w| once, then |w| x (y with w's sign) per activation row.
+struct Q8_0Prep {
+  __m256i w, abs_w;
+};
+HWY_INLINE Q8_0Prep PrepQ8_0(const uint8_t* bw) {
+  const __m256i w = LoadU256(bw + internal::q8_0::kQs);
+  return {w, _mm256_sign_epi8(w, w)};
+}
+HWY_INLINE __m256i BlockQ8_0(const Q8_0Prep& p, const uint8_t* bx) {
+  return DotU8I8(p.abs_w, _mm256_sign_epi8(LoadU256(bx + internal::q8_0::kQs), p.w));
+}
+
+HWY_INLINE __m256i PrepQ4_0(const uint8_t* bw) { return Nibbles32(bw + internal::q4_0::kQs); }
+HWY_INLINE __m256i BlockQ4_0(__m256i q, const uint8_t* bx) {
+  return DotQ4Offset8(q, LoadU256(bx + internal::q8_0::kQs));
+}
+
+template <int NX>
+HWY_INLINE void DotQ8_0N(const void* w, const void* const* x, int64_t n, float* out) {
+  DotBlocksQ8_0<NX, internal::q8_0::kBytes, internal::q8_0::kD>(
+      static_cast<const uint8_t*>(w), reinterpret_cast<const uint8_t* const*>(x), n, out, PrepQ8_0,
+      BlockQ8_0);
+}
+
+template <int NX>
+HWY_INLINE void DotQ4_0N(const void* w, const void* const* x, int64_t n, float* out) {
+  DotBlocksQ8_0<NX, internal::q4_0::kBytes, internal::q4_0::kD>(
+      static_cast<const uint8_t*>(w), reinterpret_cast<const uint8_t* const*>(x), n, out, PrepQ4_0,
+      BlockQ4_0);
 }
 
 }  // namespace x86
 
 float DotQ8_0Q8_0(const void* w, const void* x, int64_t n) {
-  namespace q8 = internal::q8_0;
-  return x86::DotBlocksQ8_0<q8::kBytes, q8::kD>(w, x, n, [](const uint8_t* bw, const uint8_t* bx) {
-    return x86::DotI8I8(x86::LoadU256(bw + q8::kQs), x86::LoadU256(bx + q8::kQs));
-  });
+  float out;
+  x86::DotQ8_0N<1>(w, &x, n, &out);
+  return out;
 }
 
 float DotQ4_0Q8_0(const void* w, const void* x, int64_t n) {
-  namespace q4 = internal::q4_0;
-  return x86::DotBlocksQ8_0<q4::kBytes, q4::kD>(w, x, n, [](const uint8_t* bw, const uint8_t* bx) {
-    return x86::DotQ4Offset8(x86::Nibbles32(bw + q4::kQs), x86::LoadU256(bx + internal::q8_0::kQs));
-  });
+  float out;
+  x86::DotQ4_0N<1>(w, &x, n, &out);
+  return out;
+}
+
+// Four activation rows against one weight row: out[j] has the bits of the single-row dot.
+void Dot4Q8_0Q8_0(const void* w, const void* const* x, int64_t n, float* out) {
+  x86::DotQ8_0N<4>(w, x, n, out);
+}
+
+void Dot4Q4_0Q8_0(const void* w, const void* const* x, int64_t n, float* out) {
+  x86::DotQ4_0N<4>(w, x, n, out);
 }
 
 // Q4_K: isum = sum_j sc_j sum_32 q4 q8 (maddubs, then madd by the scale), summ from bsums;

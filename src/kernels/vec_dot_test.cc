@@ -160,6 +160,42 @@ TEST(VecDot, Q8_0ActivationQuantizerMatchesReferenceOnEveryTarget) {
   }
 }
 
+// The four-row kernels (batched MatMul) give each row exactly the single-row reference bits.
+TEST(VecDot, FourRowKernelsMatchReference) {
+  int tested = 0;
+  for (const auto* k : internal::AllSimdKernels()) {
+    for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+      const internal::SimdDot4Fn dot4 = internal::SimdDot4For(*k, t);
+      if (dot4 == nullptr) continue;
+      ++tested;
+      const DType xt = VecDotType(t);
+      for (int64_t n : Sizes(t)) {
+        const Operands o = MakeOperands(t, n, static_cast<uint32_t>(n) + 5);
+        MisalignedBuffer w(o.w.size(), static_cast<int>(n / 32 % 4));
+        std::copy(o.w.begin(), o.w.end(), w.data());
+        std::vector<MisalignedBuffer> xs;
+        const void* xp[4];
+        float want[4];
+        for (int j = 0; j < 4; ++j) {
+          const auto xf = RandomFloats(n, static_cast<uint32_t>(n * 4 + j), 1.0f + j);
+          std::vector<uint8_t> xq(Bytes(xt, n));
+          Quantize(xt, xf.data(), xq.data(), n);
+          xs.emplace_back(xq.size(), j);
+          std::copy(xq.begin(), xq.end(), xs.back().data());
+          want[j] = ref::VecDot(t, o.w.data(), xq.data(), n);
+        }
+        for (int j = 0; j < 4; ++j) xp[j] = xs[static_cast<size_t>(j)].data();
+        float out[4];
+        dot4(w.data(), xp, n, out);
+        for (int j = 0; j < 4; ++j)
+          ASSERT_EQ(Bits(out[j]), Bits(want[j]))
+              << k->target << " " << DTypeName(t) << " n=" << n << " row " << j;
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no four-row kernels on this CPU";
+}
+
 TEST(VecDot, ReportsTargets) {
   std::string names;
   for (const auto* k : internal::AllSimdKernels()) names += std::string(k->target) + " ";
