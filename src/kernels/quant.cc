@@ -2,6 +2,8 @@
 // choice of SIMD kernels, which are bit-identical to the references.
 #include "kernels/quant.h"
 
+#include <utility>
+
 #include "base/check.h"
 #include "kernels/quant_internal.h"
 #include "kernels/simd.h"
@@ -102,44 +104,26 @@ VecDotFn RefVecDot(DType t) {
 }  // namespace
 
 VecDotFn internal::SimdVecDotFor(const internal::SimdKernels& k, DType wt) {
-  VecDotFn f = nullptr;
-  switch (wt) {
-    case DType::kF32:
-      f = k.dot_f32;
-      break;
-    case DType::kF16:
-      f = k.dot_f16;
-      break;
-    case DType::kBF16:
-      f = k.dot_bf16;
-      break;
-    case DType::kQ8_0:
-      f = k.dot_q8_0;
-      break;
-    case DType::kQ4_0:
-      f = k.dot_q4_0;
-      break;
-    case DType::kQ4_K:
-      f = k.dot_q4_k;
-      break;
-    case DType::kQ6_K:
-      f = k.dot_q6_k;
-      break;
-    default:
-      break;
-  }
-  return f != nullptr ? f : RefVecDot(wt);
+  const std::pair<DType, internal::SimdDotFn> table[] = {
+      {DType::kF32, k.dot_f32},   {DType::kF16, k.dot_f16},   {DType::kBF16, k.dot_bf16},
+      {DType::kQ8_0, k.dot_q8_0}, {DType::kQ4_0, k.dot_q4_0}, {DType::kQ4_1, k.dot_q4_1},
+      {DType::kQ5_0, k.dot_q5_0}, {DType::kQ5_1, k.dot_q5_1}, {DType::kMXFP4, k.dot_mxfp4},
+      {DType::kQ2_K, k.dot_q2_k}, {DType::kQ3_K, k.dot_q3_k}, {DType::kQ4_K, k.dot_q4_k},
+      {DType::kQ5_K, k.dot_q5_k}, {DType::kQ6_K, k.dot_q6_k},
+  };
+  for (const auto& [t, f] : table)
+    if (t == wt && f != nullptr) return f;
+  return RefVecDot(wt);
 }
 
 internal::SimdDot4Fn internal::SimdDot4For(const internal::SimdKernels& k, DType wt) {
-  switch (wt) {
-    case DType::kQ8_0:
-      return k.dot4_q8_0;
-    case DType::kQ4_0:
-      return k.dot4_q4_0;
-    default:
-      return nullptr;
-  }
+  const std::pair<DType, internal::SimdDot4Fn> table[] = {
+      {DType::kQ8_0, k.dot4_q8_0}, {DType::kQ4_0, k.dot4_q4_0}, {DType::kQ4_1, k.dot4_q4_1},
+      {DType::kQ5_0, k.dot4_q5_0}, {DType::kQ5_1, k.dot4_q5_1}, {DType::kMXFP4, k.dot4_mxfp4},
+  };
+  for (const auto& [t, f] : table)
+    if (t == wt) return f;
+  return nullptr;
 }
 
 DType VecDotType(DType w) {

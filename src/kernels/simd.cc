@@ -19,6 +19,7 @@
 #include "kernels/quant_internal.h"
 #include "kernels/simd.h"
 #include "kernels/simd_x86-inl.h"
+#include "kernels/simd_x86_more-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace shoal::kernels::HWY_NAMESPACE {
@@ -127,6 +128,17 @@ const internal::SimdKernels* GetKernels() {
     k.dot_q4_0 = &DotQ4_0Q8_0;
     k.dot4_q8_0 = &Dot4Q8_0Q8_0;
     k.dot4_q4_0 = &Dot4Q4_0Q8_0;
+    k.dot_q4_1 = &DotQ4_1Q8_1;
+    k.dot_q5_0 = &DotQ5_0Q8_0;
+    k.dot_q5_1 = &DotQ5_1Q8_1;
+    k.dot_mxfp4 = &DotMxfp4Q8_0;
+    k.dot_q2_k = &DotQ2_KQ8_K;
+    k.dot_q3_k = &DotQ3_KQ8_K;
+    k.dot_q5_k = &DotQ5_KQ8_K;
+    k.dot4_q4_1 = &Dot4Q4_1Q8_1;
+    k.dot4_q5_0 = &Dot4Q5_0Q8_0;
+    k.dot4_q5_1 = &Dot4Q5_1Q8_1;
+    k.dot4_mxfp4 = &Dot4Mxfp4Q8_0;
     k.dot_q4_k = &DotQ4_KQ8_K;
     k.dot_q6_k = &DotQ6_KQ8_K;
 #endif

@@ -25,8 +25,19 @@ struct SimdKernels {
   SimdDotFn dot_q4_0 = nullptr;    // Q4_0 x Q8_0
   SimdDotFn dot_q4_k = nullptr;    // Q4_K x Q8_K
   SimdDotFn dot_q6_k = nullptr;    // Q6_K x Q8_K
+  SimdDotFn dot_q4_1 = nullptr;    // Q4_1 x Q8_1
+  SimdDotFn dot_q5_0 = nullptr;    // Q5_0 x Q8_0
+  SimdDotFn dot_q5_1 = nullptr;    // Q5_1 x Q8_1
+  SimdDotFn dot_mxfp4 = nullptr;   // MXFP4 x Q8_0
+  SimdDotFn dot_q2_k = nullptr;    // Q2_K x Q8_K
+  SimdDotFn dot_q3_k = nullptr;    // Q3_K x Q8_K
+  SimdDotFn dot_q5_k = nullptr;    // Q5_K x Q8_K
   SimdDot4Fn dot4_q8_0 = nullptr;  // four activation rows per weight row (batched MatMul)
   SimdDot4Fn dot4_q4_0 = nullptr;
+  SimdDot4Fn dot4_q4_1 = nullptr;
+  SimdDot4Fn dot4_q5_0 = nullptr;
+  SimdDot4Fn dot4_q5_1 = nullptr;
+  SimdDot4Fn dot4_mxfp4 = nullptr;
   SimdQuantizeFn quantize_q8_0 = nullptr;  // activation quantizer (x86 AVX semantics)
 };
 

@@ -96,42 +96,49 @@ HWY_INLINE __m256i DotQ4Offset8(__m256i q, __m256i y) {
   return _mm256_madd_epi16(d16, _mm256_set1_epi16(1));
 }
 
-// Shared driver of the 32-element formats with fp16 scales and Q8_0 activations, for NX
-// activation rows at once (the weight blocks are unpacked once for all of them):
-//   prep(bw) -> the unpacked weight block; block(prep, bx) -> 8 int32 lanes summing to the
+// Shared driver of the 32-element formats, for NX activation rows at once (each weight block is
+// unpacked once for all of them). A format F provides:
+//   kWBytes, kWScale: weight block bytes and scale offset; WScale(p) / WScales8(p): that scale
+//     as a float for one block / for 8 consecutive blocks;
+//   kX: the activation layout namespace (q8_0 or q8_1), whose fp16 d is the activation scale;
+//   kHasMin: Q4_1/Q5_1 add m_w * s_x per block, MinProducts8(bw, bx) / MinProduct(bw, bx);
+//   Prep(bw) -> the unpacked weight block; Block(prep, bx) -> 8 int32 lanes summing to the
 //   block's exact integer dot.
-// Token j's result is the same expression as for NX = 1: per 8 blocks, the 8 block sums by a
-// fixed hadd tree (exact integers), then lane k += (d_w * d_x) * isum_k; the tail blocks go to
-// their lanes one by one; then the canonical 8-lane sum.
-template <int NX, int kWBytes, int kWD, class Prep, class Block>
-HWY_INLINE void DotBlocksQ8_0(const uint8_t* w, const uint8_t* const* x, int64_t n, float* out,
-                              Prep prep, Block block) {
-  constexpr int kXBytes = internal::q8_0::kBytes;
-  constexpr int kXD = internal::q8_0::kD;
+// Token j's result is the same expression as for NX = 1 and as the scalar reference: per 8
+// blocks, the 8 block sums by a fixed hadd tree (exact integers), lane k += (d_w * d_x) * isum_k
+// [+ m_w * s_x]; the tail blocks go to their lanes one by one; then the canonical 8-lane sum.
+template <int NX, class F>
+HWY_INLINE void DotBlocks32(const uint8_t* w, const uint8_t* const* x, int64_t n, float* out) {
+  constexpr int kWBytes = F::kWBytes;
+  constexpr int kXBytes = F::kXBytes;
+  constexpr int kXD = 0;  // d is the first field of Q8_0 and Q8_1 blocks
   const int64_t nb = n / kQK;
   __m256 acc[NX];
   for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + kBlockLanes <= nb; b += kBlockLanes) {
     const uint8_t* bw = w + b * kWBytes;
-    // h[j][i]: per 128-bit half, pairwise sums of blocks 2i and 2i + 1 (then of 4i..4i + 3).
+    // h[j][i]: per 128-bit half, pairwise sums of blocks 2i and 2i + 1.
     __m256i h[NX][4];
     for (int i = 0; i < 4; ++i) {
-      const auto p0 = prep(bw + (2 * i) * kWBytes);
-      const auto p1 = prep(bw + (2 * i + 1) * kWBytes);
+      const auto p0 = F::Prep(bw + (2 * i) * kWBytes);
+      const auto p1 = F::Prep(bw + (2 * i + 1) * kWBytes);
       for (int j = 0; j < NX; ++j) {
         const uint8_t* bx = x[j] + (b + 2 * i) * kXBytes;
-        h[j][i] = _mm256_hadd_epi32(block(p0, bx), block(p1, bx + kXBytes));
+        h[j][i] = _mm256_hadd_epi32(F::Block(p0, bx), F::Block(p1, bx + kXBytes));
       }
     }
-    const __m256 dw = Halves8(bw + kWD, kWBytes);
+    const __m256 dw = F::WScales8(bw);
     for (int j = 0; j < NX; ++j) {
+      const uint8_t* bx = x[j] + b * kXBytes;
       const __m256i ab = _mm256_hadd_epi32(h[j][0], h[j][1]);  // blocks 0..3, per half
       const __m256i cd = _mm256_hadd_epi32(h[j][2], h[j][3]);  // blocks 4..7, per half
       const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
                                             _mm256_permute2x128_si256(ab, cd, 0x31));
-      const __m256 dd = _mm256_mul_ps(dw, Halves8(x[j] + b * kXBytes + kXD, kXBytes));
-      acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum)));
+      const __m256 dd = _mm256_mul_ps(dw, Halves8(bx + kXD, kXBytes));
+      __m256 v = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum));
+      if constexpr (F::kHasMin) v = _mm256_add_ps(v, F::MinProducts8(bw, bx));
+      acc[j] = _mm256_add_ps(acc[j], v);
     }
   }
   for (int j = 0; j < NX; ++j) {
@@ -140,66 +147,78 @@ HWY_INLINE void DotBlocksQ8_0(const uint8_t* w, const uint8_t* const* x, int64_t
     for (int64_t t = b; t < nb; ++t) {
       const uint8_t* bw = w + t * kWBytes;
       const uint8_t* bx = x[j] + t * kXBytes;
-      const int32_t isum = HsumI32(block(prep(bw), bx));
-      lanes[t % kBlockLanes] +=
-          (internal::LoadHalf(bw + kWD) * internal::LoadHalf(bx + kXD)) * static_cast<float>(isum);
+      const int32_t isum = HsumI32(F::Block(F::Prep(bw), bx));
+      float v = (F::WScale(bw) * internal::LoadHalf(bx + kXD)) * static_cast<float>(isum);
+      if constexpr (F::kHasMin) v = v + F::MinProduct(bw, bx);
+      lanes[t % kBlockLanes] += v;
     }
     out[j] = internal::SumBlockLanes(lanes);
   }
 }
 
-// Q8_0 weights: |w| once, then |w| x (y with w's sign) per activation row.
-struct Q8_0Prep {
-  __m256i w, abs_w;
+// Weights with an fp16 scale at offset kD, and Q8_0 activations; no min term.
+template <int kBytes, int kD>
+struct Fp16ScaledQ8_0 {
+  static constexpr int kWBytes = kBytes;
+  static constexpr int kXBytes = internal::q8_0::kBytes;
+  static constexpr bool kHasMin = false;
+  static float WScale(const uint8_t* bw) { return internal::LoadHalf(bw + kD); }
+  static __m256 WScales8(const uint8_t* bw) { return Halves8(bw + kD, kBytes); }
+  static __m256 MinProducts8(const uint8_t*, const uint8_t*) { return _mm256_setzero_ps(); }
+  static float MinProduct(const uint8_t*, const uint8_t*) { return 0.f; }
 };
-HWY_INLINE Q8_0Prep PrepQ8_0(const uint8_t* bw) {
-  const __m256i w = LoadU256(bw + internal::q8_0::kQs);
-  return {w, _mm256_sign_epi8(w, w)};
-}
-HWY_INLINE __m256i BlockQ8_0(const Q8_0Prep& p, const uint8_t* bx) {
-  return DotU8I8(p.abs_w, _mm256_sign_epi8(LoadU256(bx + internal::q8_0::kQs), p.w));
+
+// Q8_0 weights: |w| once, then |w| x (y with w's sign) per activation row.
+struct Q8_0Format : Fp16ScaledQ8_0<internal::q8_0::kBytes, internal::q8_0::kD> {
+  struct Unpacked {
+    __m256i w, abs_w;
+  };
+  static Unpacked Prep(const uint8_t* bw) {
+    const __m256i w = LoadU256(bw + internal::q8_0::kQs);
+    return {w, _mm256_sign_epi8(w, w)};
+  }
+  static __m256i Block(const Unpacked& p, const uint8_t* bx) {
+    return DotU8I8(p.abs_w, _mm256_sign_epi8(LoadU256(bx + internal::q8_0::kQs), p.w));
+  }
+};
+
+struct Q4_0Format : Fp16ScaledQ8_0<internal::q4_0::kBytes, internal::q4_0::kD> {
+  static __m256i Prep(const uint8_t* bw) { return Nibbles32(bw + internal::q4_0::kQs); }
+  static __m256i Block(__m256i q, const uint8_t* bx) {
+    return DotQ4Offset8(q, LoadU256(bx + internal::q8_0::kQs));
+  }
+};
+
+// The public-signature entry points of format F: one row, and four rows at once.
+template <class F>
+float Dot1(const void* w, const void* x, int64_t n) {
+  const auto* xp = static_cast<const uint8_t*>(x);
+  float out;
+  DotBlocks32<1, F>(static_cast<const uint8_t*>(w), &xp, n, &out);
+  return out;
 }
 
-HWY_INLINE __m256i PrepQ4_0(const uint8_t* bw) { return Nibbles32(bw + internal::q4_0::kQs); }
-HWY_INLINE __m256i BlockQ4_0(__m256i q, const uint8_t* bx) {
-  return DotQ4Offset8(q, LoadU256(bx + internal::q8_0::kQs));
-}
-
-template <int NX>
-HWY_INLINE void DotQ8_0N(const void* w, const void* const* x, int64_t n, float* out) {
-  DotBlocksQ8_0<NX, internal::q8_0::kBytes, internal::q8_0::kD>(
-      static_cast<const uint8_t*>(w), reinterpret_cast<const uint8_t* const*>(x), n, out, PrepQ8_0,
-      BlockQ8_0);
-}
-
-template <int NX>
-HWY_INLINE void DotQ4_0N(const void* w, const void* const* x, int64_t n, float* out) {
-  DotBlocksQ8_0<NX, internal::q4_0::kBytes, internal::q4_0::kD>(
-      static_cast<const uint8_t*>(w), reinterpret_cast<const uint8_t* const*>(x), n, out, PrepQ4_0,
-      BlockQ4_0);
+template <class F>
+void Dot4(const void* w, const void* const* x, int64_t n, float* out) {
+  DotBlocks32<4, F>(static_cast<const uint8_t*>(w), reinterpret_cast<const uint8_t* const*>(x), n,
+                    out);
 }
 
 }  // namespace x86
 
 float DotQ8_0Q8_0(const void* w, const void* x, int64_t n) {
-  float out;
-  x86::DotQ8_0N<1>(w, &x, n, &out);
-  return out;
+  return x86::Dot1<x86::Q8_0Format>(w, x, n);
 }
-
 float DotQ4_0Q8_0(const void* w, const void* x, int64_t n) {
-  float out;
-  x86::DotQ4_0N<1>(w, &x, n, &out);
-  return out;
+  return x86::Dot1<x86::Q4_0Format>(w, x, n);
 }
 
 // Four activation rows against one weight row: out[j] has the bits of the single-row dot.
 void Dot4Q8_0Q8_0(const void* w, const void* const* x, int64_t n, float* out) {
-  x86::DotQ8_0N<4>(w, x, n, out);
+  x86::Dot4<x86::Q8_0Format>(w, x, n, out);
 }
-
 void Dot4Q4_0Q8_0(const void* w, const void* const* x, int64_t n, float* out) {
-  x86::DotQ4_0N<4>(w, x, n, out);
+  x86::Dot4<x86::Q4_0Format>(w, x, n, out);
 }
 
 // Q4_K: isum = sum_j sc_j sum_32 q4 q8 (maddubs, then madd by the scale), summ from bsums;

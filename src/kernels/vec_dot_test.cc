@@ -74,23 +74,33 @@ TEST(VecDot, EveryTargetMatchesReferenceBitForBit) {
   }
 }
 
-// Raw random bytes as weights (every code, including int8 -128 in Q8_0), finite scales.
+// Raw random bytes as weights (every code, including int8 -128 in Q8_0), with the fp16 scale
+// fields rewritten as finite values in [2^-14, 2) and MXFP4 exponents in [100, 150].
 TEST(VecDot, RandomBitPatternsMatchReference) {
+  struct Case {
+    DType type;
+    std::vector<int> fp16_offsets;
+  };
+  const Case cases[] = {
+      {DType::kQ8_0, {0}},      {DType::kQ4_0, {0}},    {DType::kQ4_1, {0, 2}},
+      {DType::kQ5_0, {0}},      {DType::kQ5_1, {0, 2}}, {DType::kMXFP4, {}},
+      {DType::kQ2_K, {80, 82}}, {DType::kQ3_K, {108}},  {DType::kQ4_K, {0, 2}},
+      {DType::kQ5_K, {0, 2}},   {DType::kQ6_K, {208}},
+  };
   std::mt19937 rng(99);
   for (const auto* k : internal::AllSimdKernels()) {
-    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
-      const DType xt = VecDotType(t);
+    for (const Case& c : cases) {
+      const DType t = c.type, xt = VecDotType(t);
       const int64_t n = 19 * Info(t).block_size;
       std::vector<uint8_t> w(Bytes(t, n)), x(Bytes(xt, n));
       for (auto& b : w) b = static_cast<uint8_t>(rng());
-      // Rewrite the fp16 scales as finite values in [2^-14, 2).
       const int64_t bb = Info(t).block_bytes;
-      const int off = t == DType::kQ6_K ? 208 : 0;
       for (int64_t b = 0; b < n / Info(t).block_size; ++b) {
-        for (int s = 0; s < (t == DType::kQ4_K ? 2 : 1); ++s) {
+        for (int off : c.fp16_offsets) {
           const uint16_t h = static_cast<uint16_t>(0x0400 + rng() % 0x3800);
-          std::memcpy(&w[b * bb + off + 2 * s], &h, 2);
+          std::memcpy(&w[b * bb + off], &h, 2);
         }
+        if (t == DType::kMXFP4) w[b * bb] = static_cast<uint8_t>(100 + rng() % 51);
       }
       const auto xf = RandomFloats(n, 3);
       Quantize(xt, xf.data(), x.data(), n);
@@ -164,7 +174,8 @@ TEST(VecDot, Q8_0ActivationQuantizerMatchesReferenceOnEveryTarget) {
 TEST(VecDot, FourRowKernelsMatchReference) {
   int tested = 0;
   for (const auto* k : internal::AllSimdKernels()) {
-    for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    for (DType t :
+         {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kMXFP4}) {
       const internal::SimdDot4Fn dot4 = internal::SimdDot4For(*k, t);
       if (dot4 == nullptr) continue;
       ++tested;
