@@ -9,8 +9,8 @@
 
 #include "engine/engine.h"
 #include "engine/perplexity.h"
-#include "tokenizer/tokenizer.h"
 #include "golden_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace shoal::testing {
 namespace {
@@ -50,7 +50,9 @@ float Spread(const json& p) {
 }
 
 // A spread of exactly 0 (a BOS-only prompt) still leaves float rounding: allow 1e-6 relative.
-float WithRounding(float tol, float ref) { return std::max(tol, 1e-6f * std::max(1.0f, std::fabs(ref))); }
+float WithRounding(float tol, float ref) {
+  return std::max(tol, 1e-6f * std::max(1.0f, std::fabs(ref)));
+}
 
 class TeacherForced : public ::testing::TestWithParam<GoldenCase> {};
 
@@ -67,8 +69,7 @@ TEST_P(TeacherForced, LogitsWithinLlamaCppSpread) {
   const json g = LoadJson(golden_path);
   // The spread recorded in the file: the largest first-step |main - alt| over its prompts.
   float tol = 0;
-  for (const json& p : g["prompts"])
-    tol = std::max(tol, Spread(p));
+  for (const json& p : g["prompts"]) tol = std::max(tol, Spread(p));
   int checked = 0, argmax_checked = 0;
   for (const json& p : g["prompts"]) {
     const std::vector<int32_t> prompt = Ids(p["prompt_ids"]);
@@ -77,8 +78,8 @@ TEST_P(TeacherForced, LogitsWithinLlamaCppSpread) {
     const std::vector<float> margins = StepMargins(p["greedy"]);
     std::vector<int32_t> seq = prompt;
     seq.insert(seq.end(), gen.begin(), gen.end() - 1);
-    auto rows = RunSequence(*m, seq, static_cast<int>(prompt.size()) - 1,
-                            static_cast<int>(prompt.size()));
+    auto rows =
+        RunSequence(*m, seq, static_cast<int>(prompt.size()) - 1, static_cast<int>(prompt.size()));
     ASSERT_EQ(rows.size(), gen.size());
     for (size_t i = 0; i < gen.size(); ++i) {
       const float ours = rows[i][static_cast<size_t>(gen[i])];
@@ -121,20 +122,18 @@ TEST_P(TeacherForced, F32CacheMatchesAltRunFirstStep) {
 
 INSTANTIATE_TEST_SUITE_P(
     Dense, TeacherForced,
-    ::testing::Values(GoldenCase{"stories260K.gguf", "stories260K.golden.json"},
-                      GoldenCase{"llama-2-tiny-random.gguf", "llama-2-tiny-random.golden.json"},
-                      GoldenCase{"tiny-dense256-random-q8_0.gguf",
-                                 "tiny-dense256-random-q8_0.golden.json"},
-                      GoldenCase{"tiny-dense256-random-q4_0.gguf",
-                                 "tiny-dense256-random-q4_0.golden.json"},
-                      GoldenCase{"tiny-dense256-random-q4_k_m.gguf",
-                                 "tiny-dense256-random-q4_k_m.golden.json"},
-                      GoldenCase{"tiny/llama-f32.gguf", "arch/llama-f32.json"},
-                      GoldenCase{"tiny/llama-q8_0.gguf", "arch/llama-q8_0.json"},
-                      GoldenCase{"tiny/llama-q4_0.gguf", "arch/llama-q4_0.json"},
-                      GoldenCase{"tiny/qwen3-f32.gguf", "arch/qwen3-f32.json"},
-                      GoldenCase{"tiny/qwen3-q8_0.gguf", "arch/qwen3-q8_0.json"},
-                      GoldenCase{"tiny/qwen3-q4_0.gguf", "arch/qwen3-q4_0.json"}),
+    ::testing::Values(
+        GoldenCase{"stories260K.gguf", "stories260K.golden.json"},
+        GoldenCase{"llama-2-tiny-random.gguf", "llama-2-tiny-random.golden.json"},
+        GoldenCase{"tiny-dense256-random-q8_0.gguf", "tiny-dense256-random-q8_0.golden.json"},
+        GoldenCase{"tiny-dense256-random-q4_0.gguf", "tiny-dense256-random-q4_0.golden.json"},
+        GoldenCase{"tiny-dense256-random-q4_k_m.gguf", "tiny-dense256-random-q4_k_m.golden.json"},
+        GoldenCase{"tiny/llama-f32.gguf", "arch/llama-f32.json"},
+        GoldenCase{"tiny/llama-q8_0.gguf", "arch/llama-q8_0.json"},
+        GoldenCase{"tiny/llama-q4_0.gguf", "arch/llama-q4_0.json"},
+        GoldenCase{"tiny/qwen3-f32.gguf", "arch/qwen3-f32.json"},
+        GoldenCase{"tiny/qwen3-q8_0.gguf", "arch/qwen3-q8_0.json"},
+        GoldenCase{"tiny/qwen3-q4_0.gguf", "arch/qwen3-q4_0.json"}),
     [](const auto& info) {
       std::string n = info.param.model;
       for (char& ch : n)
@@ -186,7 +185,8 @@ TEST(Stories260K, GreedyIdsAndFirstStepLogits) {
         break;
       }
     ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < must_match; ++i) EXPECT_EQ(got[i], want[i]) << p["name"] << " step " << i;
+    for (size_t i = 0; i < must_match; ++i)
+      EXPECT_EQ(got[i], want[i]) << p["name"] << " step " << i;
     if (got != want) {
       size_t d = 0;
       while (got[d] == want[d]) ++d;
@@ -197,11 +197,13 @@ TEST(Stories260K, GreedyIdsAndFirstStepLogits) {
     const std::vector<float> ref = p["first_step_logits"].get<std::vector<float>>();
     ASSERT_EQ(first.size(), ref.size());
     float max_diff = 0;
-    for (size_t i = 0; i < ref.size(); ++i) max_diff = std::max(max_diff, std::fabs(first[i] - ref[i]));
+    for (size_t i = 0; i < ref.size(); ++i)
+      max_diff = std::max(max_diff, std::fabs(first[i] - ref[i]));
     EXPECT_LE(max_diff, 2e-2f) << p["name"];
   }
   RecordProperty("prompts_identical", prompts_identical);
-  std::fprintf(stderr, "stories260K: %d/6 prompts reproduce all 64 greedy ids\n", prompts_identical);
+  std::fprintf(stderr, "stories260K: %d/6 prompts reproduce all 64 greedy ids\n",
+               prompts_identical);
 }
 
 // Shoal's own property: the six prompts generated together in one batch and one at a time give

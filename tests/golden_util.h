@@ -1,9 +1,8 @@
 // Helpers for golden tests: llama.cpp reference JSON and teacher-forced runs of a model.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -27,8 +27,7 @@ Result<HParams> LoadHParams(const gguf::File& f) {
   if (!def) {
     std::string known;
     for (auto n : ArchNames()) known += (known.empty() ? "" : ", ") + std::string(n);
-    return Errorf("{}: architecture '{}' is not supported (supported: {})", f.path(), arch,
-                  known);
+    return Errorf("{}: architecture '{}' is not supported (supported: {})", f.path(), arch, known);
   }
   HParams hp;
   SHOAL_RETURN_IF_ERROR(ReadCommonHParams(f, &hp));
@@ -46,9 +45,9 @@ namespace dense {
 std::vector<TensorSpec> LayerTensors(const HParams& hp, int il) {
   auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
   std::vector<TensorSpec> t = {
-      {n("attn_norm.weight")}, {n("attn_q.weight")},  {n("attn_k.weight")},
+      {n("attn_norm.weight")}, {n("attn_q.weight")},      {n("attn_k.weight")},
       {n("attn_v.weight")},    {n("attn_output.weight")}, {n("ffn_norm.weight")},
-      {n("ffn_gate.weight")},  {n("ffn_up.weight")},  {n("ffn_down.weight")},
+      {n("ffn_gate.weight")},  {n("ffn_up.weight")},      {n("ffn_down.weight")},
   };
   // Biases are optional in every llama-family file (qwen2 always has q/k/v biases).
   for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"})

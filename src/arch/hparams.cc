@@ -37,8 +37,8 @@ Status ReadCommonHParams(const gguf::File& f, HParams* hp) {
     SHOAL_ASSIGN_OR_RETURN(hp->n_head_kv, ReadPositive(f, a + "attention.head_count_kv"));
   }
   if (hp->n_head % hp->n_head_kv != 0)
-    return Errorf("{}: head_count {} is not a multiple of head_count_kv {}", f.path(),
-                  hp->n_head, hp->n_head_kv);
+    return Errorf("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), hp->n_head,
+                  hp->n_head_kv);
   const int64_t default_hd = hp->n_embd / hp->n_head;
   hp->head_dim_k = static_cast<int64_t>(f.GetUintOr(a + "attention.key_length", default_hd));
   hp->head_dim_v = static_cast<int64_t>(f.GetUintOr(a + "attention.value_length", default_hd));
@@ -51,11 +51,12 @@ Status ReadCommonHParams(const gguf::File& f, HParams* hp) {
   // Scaling: "rope.scaling.factor" (or the older "rope.scale_linear") gives freq_scale = 1/f.
   double factor = f.GetFloatOr(a + "rope.scaling.factor", 0.0);
   if (factor == 0.0) factor = f.GetFloatOr(a + "rope.scale_linear", 0.0);
-  const std::string scaling = f.GetStringOr(a + "rope.scaling.type", factor > 0 ? "linear" : "none");
+  const std::string scaling =
+      f.GetStringOr(a + "rope.scaling.type", factor > 0 ? "linear" : "none");
   if (scaling != "none" && factor > 0) hp->rope_freq_scale = static_cast<float>(1.0 / factor);
   hp->rope_yarn = scaling == "yarn";
-  hp->rope_n_ctx_orig =
-      static_cast<int64_t>(f.GetUintOr(a + "rope.scaling.original_context_length", hp->n_ctx_train));
+  hp->rope_n_ctx_orig = static_cast<int64_t>(
+      f.GetUintOr(a + "rope.scaling.original_context_length", hp->n_ctx_train));
   hp->yarn_log_mul = static_cast<float>(f.GetFloatOr(a + "rope.scaling.yarn_log_multiplier", 0.0));
 
   // Vocabulary size: explicit key, else the tokenizer's token list, else token_embd's rows.
@@ -85,10 +86,10 @@ std::string DescribeHParams(const HParams& hp) {
       "head_dim        {} (k) / {} (v)\nn_ff            {}\nrms_eps         {:g}\n"
       "rope            {} n_rot {} base {:g} scale {:g}{}\nqkv_bias        {}\nqk_norm         {}\n"
       "tied_embd       {}\n",
-      hp.arch, hp.name, hp.n_vocab, hp.n_ctx_train, hp.n_embd, hp.n_layer, hp.n_head,
-      hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, hp.n_ff, hp.rms_eps, rope, hp.n_rot,
-      hp.rope_freq_base, hp.rope_freq_scale, hp.rope_yarn ? " (yarn)" : "", hp.qkv_bias,
-      hp.qk_norm, hp.tied_embeddings);
+      hp.arch, hp.name, hp.n_vocab, hp.n_ctx_train, hp.n_embd, hp.n_layer, hp.n_head, hp.n_head_kv,
+      hp.head_dim_k, hp.head_dim_v, hp.n_ff, hp.rms_eps, rope, hp.n_rot, hp.rope_freq_base,
+      hp.rope_freq_scale, hp.rope_yarn ? " (yarn)" : "", hp.qkv_bias, hp.qk_norm,
+      hp.tied_embeddings);
 }
 
 }  // namespace shoal

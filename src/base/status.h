@@ -38,7 +38,7 @@ Status Errorf(fmt::format_string<Args...> f, Args&&... args) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return v_.index() == 0; }
@@ -64,9 +64,9 @@ class [[nodiscard]] Result {
 #define SHOAL_CONCAT(a, b) SHOAL_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` is an error.
-#define SHOAL_RETURN_IF_ERROR(expr)            \
-  do {                                         \
-    ::shoal::Status shoal_status_ = (expr);    \
+#define SHOAL_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::shoal::Status shoal_status_ = (expr);        \
     if (!shoal_status_.ok()) return shoal_status_; \
   } while (0)
 

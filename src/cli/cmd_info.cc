@@ -10,11 +10,13 @@
 namespace shoal::cli {
 
 void AddInfoCommand(CLI::App& app, Runner* runner) {
-  auto* cmd = app.add_subcommand("info", "Print a model's architecture, hyper-parameters and tensors");
+  auto* cmd =
+      app.add_subcommand("info", "Print a model's architecture, hyper-parameters and tensors");
   auto model = std::make_shared<std::string>();
   auto all_kv = std::make_shared<bool>(false);
   auto tensors = std::make_shared<bool>(false);
-  cmd->add_option("-m,--model", *model, "GGUF model file (first shard of a split model)")->required();
+  cmd->add_option("-m,--model", *model, "GGUF model file (first shard of a split model)")
+      ->required();
   cmd->add_flag("--metadata", *all_kv, "List every metadata key and value");
   cmd->add_flag("--tensors", *tensors, "List every tensor with its type and shape");
   cmd->callback([=] {

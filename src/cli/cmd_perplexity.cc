@@ -35,11 +35,11 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner) {
       std::fprintf(stderr, "tokenized %zu bytes into %zu tokens\n", text->size(), ids.size());
       ThreadPool pool(ResolveThreads(a->threads));
       const int32_t bos = b->tokenizer->add_bos() ? b->tokenizer->bos() : -1;
-      auto r = ComputePerplexity(*b->model, ids, a->ctx, bos, *kv, &pool,
-                                 [](int32_t c, double ppl) {
-                                   std::printf("[%d]%.4f,", c + 1, ppl);
-                                   std::fflush(stdout);
-                                 });
+      auto r =
+          ComputePerplexity(*b->model, ids, a->ctx, bos, *kv, &pool, [](int32_t c, double ppl) {
+            std::printf("[%d]%.4f,", c + 1, ppl);
+            std::fflush(stdout);
+          });
       if (!r.ok()) return Fail(r.status());
       std::printf("\nFinal estimate: PPL = %.4f +/- %.5f (%d chunks of %d tokens, %lld scored)\n",
                   r->ppl, r->stderr_ppl, r->n_chunks, r->n_ctx,

@@ -1,10 +1,9 @@
 // `shoal run`: generate text from a prompt, streamed to stdout (or one JSON object).
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "base/clock.h"
@@ -37,9 +36,10 @@ int Run(const RunArgs& a, bool p_set, bool f_set) {
   Bundle& b = *bundle;
   std::string prompt = *text;
   if (a.chat) {
-    Result<ChatTemplateKind> kind = a.chat_template.empty()
-        ? DetectChatTemplate(b.file->GetStringOr("tokenizer.chat_template", ""))
-        : ChatTemplateFromName(a.chat_template);
+    Result<ChatTemplateKind> kind =
+        a.chat_template.empty()
+            ? DetectChatTemplate(b.file->GetStringOr("tokenizer.chat_template", ""))
+            : ChatTemplateFromName(a.chat_template);
     if (!kind.ok())
       return Fail(kind.status().Annotate("chat template (override with --chat-template NAME)"));
     prompt = ApplyChatTemplate(*kind, {{"user", prompt}}, true);
@@ -120,7 +120,8 @@ int Run(const RunArgs& a, bool p_set, bool f_set) {
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("\n");
-    std::fprintf(stderr, "\nprompt: %zu tokens in %.1f ms (%.1f t/s) | generation: %zu tokens, %.1f t/s\n",
+    std::fprintf(stderr,
+                 "\nprompt: %zu tokens in %.1f ms (%.1f t/s) | generation: %zu tokens, %.1f t/s\n",
                  prompt_ids.size(), prompt_s * 1e3, prompt_ids.size() / std::max(prompt_s, 1e-9),
                  ids.size(), gen_n / std::max(gen_s, 1e-9));
   }
@@ -135,7 +136,8 @@ void AddRunCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "Prompt text");
   auto* f = cmd->add_option("-f,--file", a->prompt_file, "Read the prompt from this file");
-  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate (-1: until EOS or context end)")
+  cmd->add_option("-n,--n-predict", a->n_predict,
+                  "Tokens to generate (-1: until EOS or context end)")
       ->capture_default_str();
   cmd->add_option("--temp", a->sp.temperature, "Temperature; 0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", a->sp.top_k, "Top-k (0 = off)")->capture_default_str();

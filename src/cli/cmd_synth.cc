@@ -16,7 +16,8 @@ void AddSynthCommand(CLI::App& app, Runner* runner) {
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--arch", a->arch, "Architecture")->capture_default_str();
-  cmd->add_option("--preset", a->preset, "Shape: tiny, or 1b (TinyLlama-1.1B)")->capture_default_str();
+  cmd->add_option("--preset", a->preset, "Shape: tiny, or 1b (TinyLlama-1.1B)")
+      ->capture_default_str();
   cmd->add_option("-o,--output", a->out, "Output GGUF file")->required();
   cmd->add_option("--type", a->type, "Weight type: f32, f16, q8_0 or q4_0")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Random seed")->capture_default_str();
@@ -31,8 +32,8 @@ void AddSynthCommand(CLI::App& app, Runner* runner) {
       o.seed = a->seed;
       o.progress = [](double frac) {
         const int w = 40, n = static_cast<int>(frac * w);
-        std::fprintf(stderr, "\r[%.*s%*s] %3.0f%%", n, "========================================",
-                     w - n, "", frac * 100);
+        std::fprintf(stderr, "\r[%.*s%*s] %3.0f%%", n,
+                     "========================================", w - n, "", frac * 100);
       };
       Status s = SynthesizeModel(o, a->out);
       std::fprintf(stderr, "\n");

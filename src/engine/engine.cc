@@ -7,10 +7,14 @@ namespace shoal {
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kEos: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kEos:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
   }
   return "?";
 }
@@ -42,8 +46,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig&
                                                std::vector<int32_t> eog_ids) {
   EngineConfig cfg = cfg_in;
   if (!model->is_first_stage() || !model->is_last_stage())
-    return Errorf("a local engine needs the whole model, got layers [{}, {})",
-                  model->first_layer(), model->last_layer());
+    return Errorf("a local engine needs the whole model, got layers [{}, {})", model->first_layer(),
+                  model->last_layer());
   if (cfg.n_threads <= 0) cfg.n_threads = HardwareThreads();
   if (cfg.block_size <= 0) return Errorf("block size must be positive");
   int32_t blocks = cfg.kv_blocks;
@@ -52,9 +56,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig&
     const int64_t per_seq = BlockTable::BlocksFor(cfg.n_ctx, cfg.block_size);
     const KvLayout one = model->MakeKvLayout(1, cfg.block_size, cfg.kv_dtype);
     const int64_t cap = (int64_t{1} << 30) / std::max<uint64_t>(1, one.BytesPerBlock());
-    blocks = static_cast<int32_t>(std::max<int64_t>(per_seq, std::min(per_seq * cfg.max_num_seqs, cap)));
+    blocks =
+        static_cast<int32_t>(std::max<int64_t>(per_seq, std::min(per_seq * cfg.max_num_seqs, cap)));
   }
-  SHOAL_ASSIGN_OR_RETURN(KvStore kv, KvStore::Create(model->MakeKvLayout(blocks, cfg.block_size, cfg.kv_dtype)));
+  SHOAL_ASSIGN_OR_RETURN(
+      KvStore kv, KvStore::Create(model->MakeKvLayout(blocks, cfg.block_size, cfg.kv_dtype)));
   auto exec = std::make_unique<OwningLocalExecutor>(model, std::move(kv), cfg.n_threads);
   return std::make_unique<Engine>(std::move(exec), cfg, blocks, std::move(eog_ids));
 }

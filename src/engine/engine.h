@@ -19,14 +19,14 @@
 namespace shoal {
 
 struct EngineConfig {
-  int n_threads = 0;                  // 0 = all hardware threads
-  int32_t n_ctx = 4096;               // max tokens per sequence (prompt + generated)
-  int32_t kv_blocks = 0;              // 0 = enough for max_num_seqs sequences of n_ctx... capped
-  int32_t block_size = 16;            // tokens per KV block
-  DType kv_dtype = DType::kF16;       // F16 = llama.cpp's default numerics; F32 = exact
+  int n_threads = 0;             // 0 = all hardware threads
+  int32_t n_ctx = 4096;          // max tokens per sequence (prompt + generated)
+  int32_t kv_blocks = 0;         // 0 = enough for max_num_seqs sequences of n_ctx... capped
+  int32_t block_size = 16;       // tokens per KV block
+  DType kv_dtype = DType::kF16;  // F16 = llama.cpp's default numerics; F32 = exact
   int32_t max_num_seqs = 16;
   int32_t max_num_batched_tokens = 2048;
-  bool return_logits = false;         // copy each sampled step's logits into the event (tests)
+  bool return_logits = false;  // copy each sampled step's logits into the event (tests)
 };
 
 // Runs a batch of token chunks through the layers; the local executor owns the whole model.
@@ -41,7 +41,8 @@ class Executor {
 
 class LocalExecutor final : public Executor {
  public:
-  LocalExecutor(Model* model, KvStore* kv, ThreadPool* pool) : model_(model), kv_(kv), pool_(pool) {}
+  LocalExecutor(Model* model, KvStore* kv, ThreadPool* pool)
+      : model_(model), kv_(kv), pool_(pool) {}
   int64_t n_vocab() const override { return model_->hparams().n_vocab; }
   Status Run(const Batch& batch, std::vector<float>* logits) override;
 

@@ -19,7 +19,8 @@ Result<PerplexityResult> ComputePerplexity(Model& model, const std::vector<int32
     return Errorf("text has {} tokens, fewer than one context of {}", tokens.size(), n_ctx);
   constexpr int32_t kBlock = 16;
   const int32_t n_blocks = BlockTable::BlocksFor(n_ctx, kBlock);
-  SHOAL_ASSIGN_OR_RETURN(KvStore kv, KvStore::Create(model.MakeKvLayout(n_blocks, kBlock, kv_type)));
+  SHOAL_ASSIGN_OR_RETURN(KvStore kv,
+                         KvStore::Create(model.MakeKvLayout(n_blocks, kBlock, kv_type)));
   BlockAllocator alloc(n_blocks);
   BlockTable table;
   SHOAL_RETURN_IF_ERROR(table.Reserve(alloc, n_ctx, kBlock));

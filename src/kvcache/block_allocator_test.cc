@@ -42,7 +42,11 @@ TEST(BlockTableTest, ReserveGrowsAndFailsAtomically) {
 }
 
 TEST(KvStoreTest, SizesFollowLayout) {
-  KvLayout l{.n_layers = 2, .k_dim = 64, .v_dim = 32, .dtype = DType::kF16, .block_size = 16,
+  KvLayout l{.n_layers = 2,
+             .k_dim = 64,
+             .v_dim = 32,
+             .dtype = DType::kF16,
+             .block_size = 16,
              .n_blocks = 8};
   auto s = KvStore::Create(l);
   ASSERT_TRUE(s.ok());

@@ -17,8 +17,7 @@ Result<KvStore> KvStore::Create(const KvLayout& layout) {
   if (layout.dtype != DType::kF16 && layout.dtype != DType::kF32)
     return Errorf("KV cache type {} not supported (use f16 or f32)", DTypeName(layout.dtype));
   if (layout.block_size <= 0 || layout.n_blocks <= 0 || layout.n_layers < 0)
-    return Errorf("bad KV layout: block_size {} n_blocks {}", layout.block_size,
-                  layout.n_blocks);
+    return Errorf("bad KV layout: block_size {} n_blocks {}", layout.block_size, layout.n_blocks);
   KvStore s;
   s.layout_ = layout;
   const uint64_t elt = layout.dtype == DType::kF16 ? 2 : 4;

@@ -10,9 +10,9 @@
 namespace shoal {
 
 struct KvLayout {
-  int32_t n_layers = 0;    // layers held here (a pipeline stage holds only its own)
-  int64_t k_dim = 0;       // elements per token row of K (n_head_kv * head_dim_k)
-  int64_t v_dim = 0;       // elements per token row of V (0 when V is a view of K, e.g. MLA)
+  int32_t n_layers = 0;       // layers held here (a pipeline stage holds only its own)
+  int64_t k_dim = 0;          // elements per token row of K (n_head_kv * head_dim_k)
+  int64_t v_dim = 0;          // elements per token row of V (0 when V is a view of K, e.g. MLA)
   DType dtype = DType::kF16;  // F16 (llama.cpp's default numerics) or F32
   int32_t block_size = 16;    // tokens per block
   int32_t n_blocks = 0;
@@ -30,8 +30,12 @@ class KvStore {
   uint64_t k_row_bytes() const { return k_row_bytes_; }
   uint64_t v_row_bytes() const { return v_row_bytes_; }
   // Base of layer l's K rows: row of (block b, slot s) is at base + (b * block_size + s) * stride.
-  uint8_t* KBase(int32_t layer) { return k_.data() + static_cast<uint64_t>(layer) * k_layer_bytes_; }
-  uint8_t* VBase(int32_t layer) { return v_.data() + static_cast<uint64_t>(layer) * v_layer_bytes_; }
+  uint8_t* KBase(int32_t layer) {
+    return k_.data() + static_cast<uint64_t>(layer) * k_layer_bytes_;
+  }
+  uint8_t* VBase(int32_t layer) {
+    return v_.data() + static_cast<uint64_t>(layer) * v_layer_bytes_;
+  }
   const uint8_t* KBase(int32_t layer) const {
     return k_.data() + static_cast<uint64_t>(layer) * k_layer_bytes_;
   }

@@ -26,9 +26,9 @@ inline constexpr int32_t kTiledPromptMin = 64;
 inline int32_t TiledUntil(int32_t n_prompt) { return n_prompt >= kTiledPromptMin ? n_prompt : 0; }
 
 struct Batch {
-  std::vector<int32_t> tokens;      // [n_rows]; used when the range starts at layer 0
-  std::vector<SeqChunk> chunks;     // disjoint, covering rows in order; one chunk per sequence
-  std::vector<int32_t> out_rows;    // rows whose logits (last stage) are wanted, ascending
+  std::vector<int32_t> tokens;    // [n_rows]; used when the range starts at layer 0
+  std::vector<SeqChunk> chunks;   // disjoint, covering rows in order; one chunk per sequence
+  std::vector<int32_t> out_rows;  // rows whose logits (last stage) are wanted, ascending
 
   int32_t n_rows() const {
     return chunks.empty() ? 0 : chunks.back().row0 + chunks.back().n_tokens;

@@ -81,7 +81,8 @@ Status DenseDecoder::Load(const gguf::File& f, const HParams& hp, const LoadOpti
     SHOAL_ASSIGN_OR_RETURN(L.wq, LoadMatrix(f, n("attn_q.weight"), E, hp.q_dim()));
     SHOAL_ASSIGN_OR_RETURN(L.wk, LoadMatrix(f, n("attn_k.weight"), E, hp.k_dim()));
     SHOAL_ASSIGN_OR_RETURN(L.wv, LoadMatrix(f, n("attn_v.weight"), E, hp.v_dim()));
-    SHOAL_ASSIGN_OR_RETURN(L.wo, LoadMatrix(f, n("attn_output.weight"), hp.n_head * hp.head_dim_v, E));
+    SHOAL_ASSIGN_OR_RETURN(L.wo,
+                           LoadMatrix(f, n("attn_output.weight"), hp.n_head * hp.head_dim_v, E));
     SHOAL_ASSIGN_OR_RETURN(L.bq, LoadOptionalVector(f, n("attn_q.bias"), hp.q_dim()));
     SHOAL_ASSIGN_OR_RETURN(L.bk, LoadOptionalVector(f, n("attn_k.bias"), hp.k_dim()));
     SHOAL_ASSIGN_OR_RETURN(L.bv, LoadOptionalVector(f, n("attn_v.bias"), hp.v_dim()));
@@ -104,7 +105,8 @@ Status DenseDecoder::Load(const gguf::File& f, const HParams& hp, const LoadOpti
   rope_.n_rot = static_cast<int>(hp.n_rot);
   rope_.freq_base = hp.rope_freq_base;
   rope_.freq_scale = hp.rope_freq_scale;
-  rope_.mode = hp.rope_type == RopeType::kNeox ? kernels::RopeMode::kNeox : kernels::RopeMode::kNorm;
+  rope_.mode =
+      hp.rope_type == RopeType::kNeox ? kernels::RopeMode::kNeox : kernels::RopeMode::kNorm;
   rope_.n_ctx_orig = static_cast<int>(hp.rope_n_ctx_orig);
   if (hp.rope_yarn) rope_.ext_factor = 1.0f;
   kq_scale_ = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
@@ -128,8 +130,10 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
       const int64_t blk = c.blocks[static_cast<size_t>(pos / lay.block_size)];
       const uint64_t slot = static_cast<uint64_t>(blk * lay.block_size + pos % lay.block_size);
       const int64_t row = c.row0 + i;
-      StoreKvRow(lay.dtype, &ws_.k[static_cast<size_t>(row * kd)], kb + slot * kv.k_row_bytes(), kd);
-      StoreKvRow(lay.dtype, &ws_.v[static_cast<size_t>(row * vd)], vb + slot * kv.v_row_bytes(), vd);
+      StoreKvRow(lay.dtype, &ws_.k[static_cast<size_t>(row * kd)], kb + slot * kv.k_row_bytes(),
+                 kd);
+      StoreKvRow(lay.dtype, &ws_.v[static_cast<size_t>(row * vd)], vb + slot * kv.v_row_bytes(),
+                 vd);
     }
   }
 
@@ -163,7 +167,8 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
       pk.blocks = c.blocks;
       const int32_t pos = c.pos0 + static_cast<int32_t>(row - c.row0);
       kernels::AttendOneHead(&ws_.q[static_cast<size_t>(row * qd + h * hdk)], hdk, hdv, kq_scale_,
-                             pk, pos + 1, &ws_.att[static_cast<size_t>(row * hp.n_head * hdv + h * hdv)],
+                             pk, pos + 1,
+                             &ws_.att[static_cast<size_t>(row * hp.n_head * hdv + h * hdv)],
                              scratch, tiled_ok && pos < c.tiled_until);
     }
   };
@@ -204,8 +209,10 @@ Status DenseDecoder::Forward(const Batch& b, const float* hidden_in, KvStore& kv
     const uint64_t rb = tok_embd_.row_bytes;
     for (int64_t r = 0; r < n; ++r) {
       const int32_t id = b.tokens[static_cast<size_t>(r)];
-      if (id < 0 || id >= hp.n_vocab) return Errorf("token id {} out of range [0, {})", id, hp.n_vocab);
-      kernels::Dequantize(tok_embd_.type, tok_embd_.data + static_cast<uint64_t>(id) * rb, x + r * E, E);
+      if (id < 0 || id >= hp.n_vocab)
+        return Errorf("token id {} out of range [0, {})", id, hp.n_vocab);
+      kernels::Dequantize(tok_embd_.type, tok_embd_.data + static_cast<uint64_t>(id) * rb,
+                          x + r * E, E);
     }
   } else {
     if (!hidden_in) return Errorf("a later pipeline stage needs hidden states as input");
@@ -214,13 +221,15 @@ Status DenseDecoder::Forward(const Batch& b, const float* hidden_in, KvStore& kv
   // RoPE tables per row (position-dependent only).
   for (const SeqChunk& c : b.chunks)
     for (int32_t i = 0; i < c.n_tokens; ++i)
-      kernels::RopeCache(rope_, c.pos0 + i, &ws_.rope[static_cast<size_t>((c.row0 + i) * hp.n_rot)]);
+      kernels::RopeCache(rope_, c.pos0 + i,
+                         &ws_.rope[static_cast<size_t>((c.row0 + i) * hp.n_rot)]);
 
   const int hdk = static_cast<int>(hp.head_dim_k);
   for (int32_t li = 0; li < static_cast<int32_t>(layers_.size()); ++li) {
     const LayerWeights& L = layers_[static_cast<size_t>(li)];
     float* xn = ws_.xn.data();
-    for (int64_t r = 0; r < n; ++r) kernels::RmsNorm(x + r * E, L.attn_norm.data(), xn + r * E, E, hp.rms_eps);
+    for (int64_t r = 0; r < n; ++r)
+      kernels::RmsNorm(x + r * E, L.attn_norm.data(), xn + r * E, E, hp.rms_eps);
     MatMul(L.wq, xn, n, ws_.q.data(), pool);
     MatMul(L.wk, xn, n, ws_.k.data(), pool);
     MatMul(L.wv, xn, n, ws_.v.data(), pool);

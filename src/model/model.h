@@ -43,8 +43,8 @@ class Model {
   // Runs layers [first, last) over the batch. The first stage embeds batch.tokens; later
   // stages read hidden_in [n_rows, n_embd]. Before the call, every chunk's block table must
   // cover positions [0, pos0 + n_tokens). Writes out->logits or out->hidden.
-  virtual Status Forward(const Batch& batch, const float* hidden_in, KvStore& kv,
-                         ThreadPool* pool, ForwardOutput* out) = 0;
+  virtual Status Forward(const Batch& batch, const float* hidden_in, KvStore& kv, ThreadPool* pool,
+                         ForwardOutput* out) = 0;
 
  protected:
   HParams hp_;

@@ -33,8 +33,8 @@ Result<std::vector<float>> LoadVector(const gguf::File& f, const std::string& na
   const gguf::TensorInfo* t = f.FindTensor(name);
   if (!t) return Errorf("{}: missing tensor '{}'", f.path(), name);
   if (t->n_elements() != n)
-    return Errorf("{}: tensor '{}' has {} elements, expected {}", f.path(), name,
-                  t->n_elements(), n);
+    return Errorf("{}: tensor '{}' has {} elements, expected {}", f.path(), name, t->n_elements(),
+                  n);
   if (!kernels::IsSupportedWeightType(t->type))
     return Errorf("{}: tensor '{}' has unsupported type {}", f.path(), name, DTypeName(t->type));
   std::vector<float> v(static_cast<size_t>(n));

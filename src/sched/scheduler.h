@@ -14,7 +14,7 @@ namespace shoal {
 
 struct SchedConfig {
   int32_t block_size = 16;
-  int32_t max_num_seqs = 64;             // sequences in one step
+  int32_t max_num_seqs = 64;              // sequences in one step
   int32_t max_num_batched_tokens = 2048;  // rows in one step (decodes + prefill chunks)
   int32_t max_model_len = 4096;           // prompt + generated tokens per sequence
 };
