@@ -40,8 +40,7 @@ void RopeCache(const RopeParams& p, int32_t pos, float* cache) {
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
   float corr0 = 0, corr1 = 0;
   if (p.ext_factor != 0.f) {
-    const float start =
-        std::floor(YarnCorrDim(p.n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base));
+    const float start = std::floor(YarnCorrDim(p.n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base));
     const float end = std::ceil(YarnCorrDim(p.n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base));
     corr0 = std::max(0.0f, start);
     corr1 = std::min(static_cast<float>(p.n_rot - 1), end);
@@ -151,7 +150,8 @@ void AttendF16(const float* q, int dk, int dv, float scale, const PagedKv& kv, i
       vs = std::exp(x - m);
     }
     // ggml_vec_mad_f16: one fused multiply-add in F32, then rounded to F16.
-    for (int i = 0; i < dv; ++i) acc[i] = Fp16ToFp32(Fp32ToFp16(std::fma(Fp16ToFp32(vr[i]), vs, acc[i])));
+    for (int i = 0; i < dv; ++i)
+      acc[i] = Fp16ToFp32(Fp32ToFp16(std::fma(Fp16ToFp32(vr[i]), vs, acc[i])));
     s = s * ms + vs;
   }
   const float inv = s > 0 ? 1.0f / s : 0.0f;
@@ -165,8 +165,7 @@ void AttendF32(const float* q, int dk, int dv, float scale, const PagedKv& kv, i
   // scratch holds n_kv scores followed by nothing else: caller sizes it max(dv, n_kv).
   for (int32_t j = 0; j < n_kv; ++j) {
     const float* kr =
-        reinterpret_cast<const float*>(KvRow(kv.k_base, kv.k_row_stride, kv, j)) +
-        kv.k_head_offset;
+        reinterpret_cast<const float*>(KvRow(kv.k_base, kv.k_row_stride, kv, j)) + kv.k_head_offset;
     float dot = 0.0f;
     for (int i = 0; i < dk; ++i) dot += q[i] * kr[i];
     scratch[j] = dot * scale;
@@ -181,8 +180,7 @@ void AttendF32(const float* q, int dk, int dv, float scale, const PagedKv& kv, i
   std::fill(out, out + dv, 0.0f);
   for (int32_t j = 0; j < n_kv; ++j) {
     const float* vr =
-        reinterpret_cast<const float*>(KvRow(kv.v_base, kv.v_row_stride, kv, j)) +
-        kv.v_head_offset;
+        reinterpret_cast<const float*>(KvRow(kv.v_base, kv.v_row_stride, kv, j)) + kv.v_head_offset;
     const float w = scratch[j] * inv;
     for (int i = 0; i < dv; ++i) out[i] += vr[i] * w;
   }
@@ -193,8 +191,8 @@ void AttendF32(const float* q, int dk, int dv, float scale, const PagedKv& kv, i
 // online softmax rescales once per tile of kAttnTile keys.
 void AttendF16Tiled(const float* q, int dk, int dv, float scale, const PagedKv& kv, int32_t n_kv,
                     float* out, float* scratch) {
-  float* acc = scratch;          // [dv]
-  float* p = scratch + dv;       // [kAttnTile]
+  float* acc = scratch;     // [dv]
+  float* p = scratch + dv;  // [kAttnTile]
   std::fill(acc, acc + dv, 0.0f);
   float m = -INFINITY, s = 0.0f;
   for (int32_t t0 = 0; t0 < n_kv; t0 += kAttnTile) {

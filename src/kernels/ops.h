@@ -18,14 +18,14 @@ enum class RopeMode { kNorm, kNeox };
 
 // YaRN / linear scaling parameters (ggml's rope_yarn); defaults = plain RoPE.
 struct RopeParams {
-  int n_rot = 0;              // rotated dimensions (<= head_dim), even
+  int n_rot = 0;  // rotated dimensions (<= head_dim), even
   float freq_base = 10000.f;
-  float freq_scale = 1.f;     // 1 / linear scaling factor
-  float ext_factor = 0.f;     // YaRN extrapolation mix (0 = off)
-  float attn_factor = 1.f;    // magnitude scale
+  float freq_scale = 1.f;   // 1 / linear scaling factor
+  float ext_factor = 0.f;   // YaRN extrapolation mix (0 = off)
+  float attn_factor = 1.f;  // magnitude scale
   float beta_fast = 32.f;
   float beta_slow = 1.f;
-  int n_ctx_orig = 0;         // training context for YaRN corrections
+  int n_ctx_orig = 0;  // training context for YaRN corrections
   RopeMode mode = RopeMode::kNorm;
 };
 
@@ -54,9 +54,9 @@ struct PagedKv {
   const uint8_t* v_base = nullptr;  // V rows for this layer
   uint64_t k_row_stride = 0;        // bytes between consecutive token rows
   uint64_t v_row_stride = 0;
-  int64_t k_head_offset = 0;        // element offset of this KV head inside a row
+  int64_t k_head_offset = 0;  // element offset of this KV head inside a row
   int64_t v_head_offset = 0;
-  DType dtype = DType::kF16;        // F16 or F32
+  DType dtype = DType::kF16;  // F16 or F32
   int block_size = 16;
   std::span<const int32_t> blocks;
 };
