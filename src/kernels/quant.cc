@@ -120,6 +120,7 @@ internal::SimdDot4Fn internal::SimdDot4For(const internal::SimdKernels& k, DType
   const std::pair<DType, internal::SimdDot4Fn> table[] = {
       {DType::kQ8_0, k.dot4_q8_0}, {DType::kQ4_0, k.dot4_q4_0}, {DType::kQ4_1, k.dot4_q4_1},
       {DType::kQ5_0, k.dot4_q5_0}, {DType::kQ5_1, k.dot4_q5_1}, {DType::kMXFP4, k.dot4_mxfp4},
+      {DType::kQ4_K, k.dot4_q4_k}, {DType::kQ6_K, k.dot4_q6_k},
   };
   for (const auto& [t, f] : table)
     if (t == wt) return f;

@@ -139,6 +139,8 @@ const internal::SimdKernels* GetKernels() {
     k.dot4_q5_0 = &Dot4Q5_0Q8_0;
     k.dot4_q5_1 = &Dot4Q5_1Q8_1;
     k.dot4_mxfp4 = &Dot4Mxfp4Q8_0;
+    k.dot4_q4_k = &Dot4Q4_KQ8_K;
+    k.dot4_q6_k = &Dot4Q6_KQ8_K;
     k.dot_q4_k = &DotQ4_KQ8_K;
     k.dot_q6_k = &DotQ6_KQ8_K;
 #endif

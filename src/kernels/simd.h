@@ -38,6 +38,8 @@ struct SimdKernels {
   SimdDot4Fn dot4_q5_0 = nullptr;
   SimdDot4Fn dot4_q5_1 = nullptr;
   SimdDot4Fn dot4_mxfp4 = nullptr;
+  SimdDot4Fn dot4_q4_k = nullptr;
+  SimdDot4Fn dot4_q6_k = nullptr;
   SimdQuantizeFn quantize_q8_0 = nullptr;  // activation quantizer (x86 AVX semantics)
 };
 

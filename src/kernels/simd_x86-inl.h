@@ -221,46 +221,118 @@ void Dot4Q4_0Q8_0(const void* w, const void* const* x, int64_t n, float* out) {
   x86::Dot4<x86::Q4_0Format>(w, x, n, out);
 }
 
-// Q4_K: isum = sum_j sc_j sum_32 q4 q8 (maddubs, then madd by the scale), summ from bsums;
-// block value d * isum - dmin * summ as in internal::DotQ4_K.
-float DotQ4_KQ8_K(const void* vw, const void* vx, int64_t n) {
+namespace x86 {
+
+// sum over 16 int16 products pairs: lanes a * b summed exactly into one int32.
+HWY_INLINE int32_t DotI16x16(__m256i a, __m256i b) { return HsumI32(_mm256_madd_epi16(a, b)); }
+
+// Q4_K for NX activation rows (weights and scales unpacked once): isum = sum_j sc_j sum_32 q4
+// q8 (maddubs, then madd by the scale), summ = sum_j m_j (bsum_2j + bsum_2j+1); block value
+// d * isum - dmin * summ, lane b % 8, exactly as internal::DotQ4_K.
+template <int NX>
+HWY_INLINE void DotQ4_KN(const uint8_t* w, const uint8_t* const* x, int64_t n, float* out) {
   namespace q4k = internal::q4_k;
   namespace q8k = internal::q8_k;
-  const auto* w = static_cast<const uint8_t*>(vw);
-  const auto* x = static_cast<const uint8_t*>(vx);
   const __m256i mask = _mm256_set1_epi8(0x0F);
-  float lanes[x86::kBlockLanes] = {};
-  for (int64_t b = 0; b < n / x86::kQKK; ++b) {
+  float lanes[NX][kBlockLanes] = {};
+  for (int64_t b = 0; b < n / kQKK; ++b) {
     const uint8_t* bw = w + b * q4k::kBytes;
-    const uint8_t* bx = x + b * q8k::kBytes;
     uint8_t sc[8], mn[8];
     for (int j = 0; j < 8; ++j) internal::ScaleMinK4(j, bw + q4k::kScales, &sc[j], &mn[j]);
-    __m256i acc = _mm256_setzero_si256();
+    __m256i q[8], scale[8];  // q[2g]: low nibbles of group g, q[2g + 1]: high nibbles
     for (int g = 0; g < 4; ++g) {
-      const __m256i bytes = x86::LoadU256(bw + q4k::kQs + 32 * g);
-      const __m256i lo = _mm256_and_si256(bytes, mask);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask);
-      const __m256i p0 = _mm256_maddubs_epi16(lo, x86::LoadU256(bx + q8k::kQs + 64 * g));
-      const __m256i p1 = _mm256_maddubs_epi16(hi, x86::LoadU256(bx + q8k::kQs + 64 * g + 32));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * g])));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * g + 1])));
+      const __m256i bytes = LoadU256(bw + q4k::kQs + 32 * g);
+      q[2 * g] = _mm256_and_si256(bytes, mask);
+      q[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask);
     }
-    const int32_t isum = x86::HsumI32(acc);
-    int32_t summ = 0;
-    for (int j = 0; j < 8; ++j) {
-      summ += mn[j] * (internal::LoadI16(bx + q8k::kBsums + 4 * j) +
-                       internal::LoadI16(bx + q8k::kBsums + 4 * j + 2));
+    for (int j = 0; j < 8; ++j) scale[j] = _mm256_set1_epi16(sc[j]);
+    // m_j in int16 lanes 2j and 2j + 1, against bsums 2j and 2j + 1.
+    const __m256i mins = _mm256_setr_epi16(mn[0], mn[0], mn[1], mn[1], mn[2], mn[2], mn[3], mn[3],
+                                           mn[4], mn[4], mn[5], mn[5], mn[6], mn[6], mn[7], mn[7]);
+    const float xd = internal::LoadHalf(bw + q4k::kD), xdmin = internal::LoadHalf(bw + q4k::kDmin);
+    for (int t = 0; t < NX; ++t) {
+      const uint8_t* bx = x[t] + b * q8k::kBytes;
+      __m256i acc = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        const __m256i p = _mm256_maddubs_epi16(q[j], LoadU256(bx + q8k::kQs + 32 * j));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scale[j]));
+      }
+      const int32_t isum = HsumI32(acc);
+      const int32_t summ = DotI16x16(mins, LoadU256(bx + q8k::kBsums));
+      const float yd = internal::LoadF32(bx + q8k::kD);
+      const float d = yd * xd, dmin = yd * xdmin;
+      lanes[t][b % kBlockLanes] += d * static_cast<float>(isum) - dmin * static_cast<float>(summ);
     }
-    const float yd = internal::LoadF32(bx + q8k::kD);
-    const float d = yd * internal::LoadHalf(bw + q4k::kD);
-    const float dmin = yd * internal::LoadHalf(bw + q4k::kDmin);
-    lanes[b % x86::kBlockLanes] += d * static_cast<float>(isum) - dmin * static_cast<float>(summ);
   }
-  return internal::SumBlockLanes(lanes);
+  for (int t = 0; t < NX; ++t) out[t] = internal::SumBlockLanes(lanes[t]);
 }
 
-// Q6_K: unsigned 6-bit q (0..63) by maddubs, madd by the int8 scale of each 16; the offset 32
-// comes back as 32 * sum_j sc_j bsum_j. Block value (d_w * d_x) * isum as internal::DotQ6_K.
+// Q6_K for NX activation rows: unsigned 6-bit q (0..63) by maddubs, madd by the int8 scale of
+// each 16; the offset 32 comes back as 32 * sum_j sc_j bsum_j. Block value (d_w * d_x) * isum
+// as internal::DotQ6_K.
+template <int NX>
+HWY_INLINE void DotQ6_KN(const uint8_t* w, const uint8_t* const* x, int64_t n, float* out) {
+  namespace q6k = internal::q6_k;
+  namespace q8k = internal::q8_k;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  float lanes[NX][kBlockLanes] = {};
+  for (int64_t b = 0; b < n / kQKK; ++b) {
+    const uint8_t* bw = w + b * q6k::kBytes;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(bw + q6k::kScales);
+    __m256i q[8], scale[8];  // q[4h + k]: elements 128h + 32k .. + 32
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = LoadU256(bw + q6k::kQl + 64 * h);
+      const __m256i ql1 = LoadU256(bw + q6k::kQl + 64 * h + 32);
+      const __m256i qh = LoadU256(bw + q6k::kQh + 32 * h);
+      q[4 * h] =
+          _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
+      q[4 * h + 1] =
+          _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2));
+      q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                     _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+      q[4 * h + 3] = _mm256_or_si256(
+          _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+          _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2));
+    }
+    // 16-bit lanes 0..7 of a 32-element run (elements 0..15) use scale 2r, lanes 8..15 2r + 1.
+    for (int r = 0; r < 8; ++r)
+      scale[r] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * r + 1]), _mm_set1_epi16(sc[2 * r]));
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const float xd = internal::LoadHalf(bw + q6k::kD);
+    for (int t = 0; t < NX; ++t) {
+      const uint8_t* bx = x[t] + b * q8k::kBytes;
+      __m256i acc = _mm256_setzero_si256();
+      for (int r = 0; r < 8; ++r) {
+        const __m256i p = _mm256_maddubs_epi16(q[r], LoadU256(bx + q8k::kQs + 32 * r));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scale[r]));
+      }
+      const int32_t offset = DotI16x16(sc16, LoadU256(bx + q8k::kBsums));
+      const int32_t isum = HsumI32(acc) - 32 * offset;
+      lanes[t][b % kBlockLanes] +=
+          (xd * internal::LoadF32(bx + q8k::kD)) * static_cast<float>(isum);
+    }
+  }
+  for (int t = 0; t < NX; ++t) out[t] = internal::SumBlockLanes(lanes[t]);
+}
+
+}  // namespace x86
+
+float DotQ4_KQ8_K(const void* w, const void* x, int64_t n) {
+  const auto* xp = static_cast<const uint8_t*>(x);
+  float out;
+  x86::DotQ4_KN<1>(static_cast<const uint8_t*>(w), &xp, n, &out);
+  return out;
+}
+void Dot4Q4_KQ8_K(const void* w, const void* const* x, int64_t n, float* out) {
+  x86::DotQ4_KN<4>(static_cast<const uint8_t*>(w), reinterpret_cast<const uint8_t* const*>(x), n,
+                   out);
+}
+
+// Single-row Q6_K: the same sums as DotQ6_KN, streamed half by half (measured 20% faster for one
+// row than unpacking the whole super-block first).
 float DotQ6_KQ8_K(const void* vw, const void* vx, int64_t n) {
   namespace q6k = internal::q6_k;
   namespace q8k = internal::q8_k;
@@ -304,6 +376,11 @@ float DotQ6_KQ8_K(const void* vw, const void* vx, int64_t n) {
         static_cast<float>(isum);
   }
   return internal::SumBlockLanes(lanes);
+}
+
+void Dot4Q6_KQ8_K(const void* w, const void* const* x, int64_t n, float* out) {
+  x86::DotQ6_KN<4>(static_cast<const uint8_t*>(w), reinterpret_cast<const uint8_t* const*>(x), n,
+                   out);
 }
 
 }  // namespace shoal::kernels::HWY_NAMESPACE
