@@ -19,8 +19,8 @@ constexpr int64_t kRowGrain = 16;
 
 // Tokens per cache tile: the weight rows of a thread's chunk are streamed from memory once per
 // 32 tokens, while the 32 quantized activation rows (70 KB for 2048 Q8_0 columns) stay in L2.
-// Inside a tile, 16 weight rows (18 KB of Q4_0 at 2048 columns) and one activation row stay in
-// L1 while all 16 x 32 dots run.
+// Inside a tile, 16 weight rows (18 KB of Q4_0 at 2048 columns) and four activation rows stay
+// in L1 while all 16 x 32 dots run, four tokens per weight row where a four-row kernel exists.
 constexpr int64_t kTokenTile = 32;
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Highway dynamic-dispatch unit: compiles the SIMD kernels once per x86 target (AVX3_DL, AVX3,
-// AVX2, SSE4, SSSE3, EMU128) and picks the best one at runtime. The float dot products and the
-// Q8_0 activation quantizer are portable Highway code; the int8 block dot products are raw
-// AVX2 intrinsics (simd_x86-inl.h), used on the AVX2 and AVX-512 targets.
+// AVX2, SSE4, SSSE3, scalar) and picks the best one at runtime. The float dot products (F32,
+// F16, BF16) and the Q8_0 activation quantizer are portable Highway code for every target; the
+// int8 block dot products of all quant formats are raw AVX2 intrinsics (simd_x86-inl.h,
+// simd_x86_more-inl.h), used on the AVX2 and AVX-512 targets (elsewhere: the references).
 #include <immintrin.h>
 
 #include <cstdint>

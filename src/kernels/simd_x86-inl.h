@@ -1,5 +1,6 @@
-// Per-target int8 block dot products (Q8_0, Q4_0 x Q8_0; Q4_K, Q6_K x Q8_K) with raw AVX2
-// intrinsics, compiled for Highway's AVX2, AVX3 and AVX3_DL targets (VNNI dpbusd on AVX3_DL).
+// Per-target int8 block dot products (Q8_0, Q4_0 x Q8_0; Q4_K, Q6_K x Q8_K; one or four
+// activation rows) with raw AVX2 intrinsics, compiled for Highway's AVX2, AVX3 and AVX3_DL
+// targets (VNNI dpbusd for Q8_0 on AVX3_DL).
 // Included by simd.cc once per target; SHOAL_HAVE_X86_INT8 says whether this target has them.
 // Each kernel computes the exact int32 sum of every block, then the same float expression as
 // its scalar reference, accumulated per block into the canonical 8 lanes (quant_internal.h):
