@@ -149,9 +149,11 @@ void AttendF16(const float* q, int dk, int dv, float scale, const PagedKv& kv, i
     } else {
       vs = std::exp(x - m);
     }
-    // ggml_vec_mad_f16: one fused multiply-add in F32, then rounded to F16.
-    for (int i = 0; i < dv; ++i)
-      acc[i] = Fp16ToFp32(Fp32ToFp16(std::fma(Fp16ToFp32(vr[i]), vs, acc[i])));
+    // ggml_vec_mad_f16 (its scalar tail, all of it for dv < 64): multiply, add, round to F16.
+    for (int i = 0; i < dv; ++i) {
+      const float prod = Fp16ToFp32(vr[i]) * vs;
+      acc[i] = Fp16ToFp32(Fp32ToFp16(acc[i] + prod));
+    }
     s = s * ms + vs;
   }
   const float inv = s > 0 ? 1.0f / s : 0.0f;
