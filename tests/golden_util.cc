@@ -1,18 +1,9 @@
 // Golden test helpers.
 #include "golden_util.h"
 
-#include <sys/stat.h>
-
 #include <fstream>
 
 namespace shoal::testing {
-
-std::string SharedPath(const std::string& rel) { return std::string(SHOAL_SHARED_DIR) + "/" + rel; }
-
-bool Exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
 
 nlohmann::json LoadJson(const std::string& path) {
   std::ifstream in(path);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/test_support.h"
 #include "gguf/gguf.h"
 #include "kvcache/block_allocator.h"
 #include "kvcache/kv_store.h"
@@ -13,8 +14,6 @@
 
 namespace shoal::testing {
 
-std::string SharedPath(const std::string& rel);
-bool Exists(const std::string& path);
 nlohmann::json LoadJson(const std::string& path);
 
 // A model with a private KV cache, for running token sequences directly.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/test_support.h"
 #include "convert/synth.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
@@ -14,24 +15,7 @@
 namespace shoal {
 namespace {
 
-// A fresh directory under the test temp dir, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = ::testing::TempDir() + "/synth_tok_test_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) != nullptr) path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 TEST(SynthVocabTest, TokenizerBuildsWholeWords) {
   TempDir dir;

@@ -12,35 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "base/test_support.h"
+
 namespace shoal::gguf::testing {
 
-inline std::string SharedPath(const std::string& rel) {
-  return std::string(SHOAL_SHARED_DIR) + "/" + rel;
-}
-
-inline bool Exists(const std::string& path) { return std::filesystem::exists(path); }
-
-// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/gguf_test_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) != nullptr) path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using shoal::testing::Exists;
+using shoal::testing::SharedPath;
+using shoal::testing::TempDir;
 
 inline std::vector<uint8_t> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
