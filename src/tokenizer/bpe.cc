@@ -1,34 +1,13 @@
 // Byte-level BPE encoding (llama.cpp's llm_tokenizer_bpe): split with the pre-tokenizer, then in
 // each word merge the adjacent pair with the lowest merge rank until none is left.
 #include <cstdio>
-#include <queue>
 
+#include "tokenizer/bigram_merge.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
 
 namespace shoal::tok {
 namespace {
-
-struct Symbol {
-  int prev;
-  int next;
-  size_t begin;  // byte offset in the word
-  size_t n;      // 0 once merged into its left neighbour
-};
-
-struct Bigram {
-  int left;
-  int right;
-  int32_t rank;
-  size_t size;
-};
-
-// Lowest rank first; on ties the leftmost pair.
-struct BigramLess {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
-};
 
 class BpeWord {
  public:
@@ -38,29 +17,17 @@ class BpeWord {
     if (whole) {
       symbols_.push_back({-1, -1, 0, word_.size()});
     } else {
-      for (size_t offs = 0; offs < word_.size();) {
-        const size_t len = std::min(Utf8SeqLen(word_[offs]), word_.size() - offs);
-        const int index = static_cast<int>(symbols_.size());
-        symbols_.push_back({index - 1, offs + len == word_.size() ? -1 : index + 1, offs, len});
-        offs += len;
-      }
+      symbols_ = SplitUtf8Symbols(word_);
     }
-    for (int i = 1; i < static_cast<int>(symbols_.size()); ++i) TryAddBigram(i - 1, i);
-    while (!queue_.empty()) {
-      const Bigram b = queue_.top();
-      queue_.pop();
-      Symbol& left = symbols_[b.left];
-      Symbol& right = symbols_[b.right];
-      // Both alive means right still follows left, so equal size means equal text.
-      if (left.n == 0 || right.n == 0 || left.n + right.n != b.size) continue;
-      left.n += right.n;
-      right.n = 0;
-      left.next = right.next;
-      if (right.next >= 0) symbols_[right.next].prev = b.left;
-      TryAddBigram(left.prev, b.left);
-      TryAddBigram(b.left, left.next);
-    }
-    for (const Symbol& sym : symbols_) {
+    // Lowest merge rank first (ranks are < 2^31, exact as doubles).
+    MergeBigrams(symbols_, [this](int left, int right) -> std::optional<double> {
+      const MergeSymbol& l = symbols_[left];
+      const MergeSymbol& r = symbols_[right];
+      const int32_t rank = vocab_.BpeRank(word_.substr(l.begin, l.n), word_.substr(r.begin, r.n));
+      if (rank < 0) return std::nullopt;
+      return -static_cast<double>(rank);
+    });
+    for (const MergeSymbol& sym : symbols_) {
       if (sym.n == 0) continue;
       const std::string_view s = word_.substr(sym.begin, sym.n);
       const int32_t id = vocab_.TextToToken(s);
@@ -83,19 +50,9 @@ class BpeWord {
   }
 
  private:
-  void TryAddBigram(int left, int right) {
-    if (left == -1 || right == -1) return;
-    const Symbol& l = symbols_[left];
-    const Symbol& r = symbols_[right];
-    const int32_t rank = vocab_.BpeRank(word_.substr(l.begin, l.n), word_.substr(r.begin, r.n));
-    if (rank < 0) return;
-    queue_.push({left, right, rank, l.n + r.n});
-  }
-
   const Vocab& vocab_;
   std::string_view word_;
-  std::vector<Symbol> symbols_;
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue_;
+  std::vector<MergeSymbol> symbols_;
 };
 
 bool OnlyNewlines(std::string_view s) { return s.find_first_not_of('\n') == std::string::npos; }
