@@ -1,7 +1,5 @@
-// The table of architectures and the tensor lists shared by the dense llama family.
+// The table of architectures.
 #include "arch/arch.h"
-
-#include <fmt/format.h>
 
 namespace shoal {
 
@@ -34,30 +32,5 @@ Result<HParams> LoadHParams(const gguf::File& f) {
   SHOAL_RETURN_IF_ERROR(def->load_hparams(f, &hp));
   return hp;
 }
-
-std::vector<TensorSpec> GlobalTensors(const HParams& hp) {
-  std::vector<TensorSpec> t = {{"token_embd.weight", true}, {"output_norm.weight", true}};
-  if (!hp.tied_embeddings) t.push_back({"output.weight", true});
-  return t;
-}
-
-namespace dense {
-std::vector<TensorSpec> LayerTensors(const HParams& hp, int il) {
-  auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
-  std::vector<TensorSpec> t = {
-      {n("attn_norm.weight")}, {n("attn_q.weight")},      {n("attn_k.weight")},
-      {n("attn_v.weight")},    {n("attn_output.weight")}, {n("ffn_norm.weight")},
-      {n("ffn_gate.weight")},  {n("ffn_up.weight")},      {n("ffn_down.weight")},
-  };
-  // Biases are optional in every llama-family file (qwen2 always has q/k/v biases).
-  for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"})
-    t.push_back({n(b), hp.qkv_bias && std::string_view(b) != "attn_output.bias"});
-  if (hp.qk_norm) {
-    t.push_back({n("attn_q_norm.weight")});
-    t.push_back({n("attn_k_norm.weight")});
-  }
-  return t;
-}
-}  // namespace dense
 
 }  // namespace shoal

@@ -1,5 +1,5 @@
 // Architecture registry: each supported architecture has one file (llama.cc, qwen2.cc, ...)
-// that reads its hyper-parameters and lists the tensors of each layer.
+// that reads its hyper-parameters and names the forward pass that runs it.
 #pragma once
 
 #include <string>
@@ -13,18 +13,11 @@ namespace shoal {
 // Which forward-pass implementation of the model module runs the architecture.
 enum class BlockFamily { kDenseDecoder };
 
-struct TensorSpec {
-  std::string name;
-  bool required = true;
-};
-
 struct ArchDef {
   std::string_view name;
   BlockFamily family;
   // Reads and validates hyper-parameters (after ReadCommonHParams).
   Status (*load_hparams)(const gguf::File& f, HParams* hp);
-  // Tensors of layer `il` (names as in GGUF: "blk.<il>.attn_q.weight", ...).
-  std::vector<TensorSpec> (*layer_tensors)(const HParams& hp, int il);
 };
 
 // Finds the definition of a `general.architecture` name, or null.
@@ -33,14 +26,6 @@ std::vector<std::string_view> ArchNames();
 
 // Reads general.architecture and the hyper-parameters through its ArchDef.
 Result<HParams> LoadHParams(const gguf::File& f);
-
-// The tensors outside the layers: embeddings, final norm and (unless tied) output.
-std::vector<TensorSpec> GlobalTensors(const HParams& hp);
-
-// Shared by the llama-family architecture files.
-namespace dense {
-std::vector<TensorSpec> LayerTensors(const HParams& hp, int il);
-}  // namespace dense
 
 extern const ArchDef kLlamaArch;
 extern const ArchDef kQwen2Arch;

@@ -11,6 +11,6 @@ Status LoadLlama(const gguf::File& f, HParams* hp) {
 }
 }  // namespace
 
-const ArchDef kLlamaArch = {"llama", BlockFamily::kDenseDecoder, LoadLlama, dense::LayerTensors};
+const ArchDef kLlamaArch = {"llama", BlockFamily::kDenseDecoder, LoadLlama};
 
 }  // namespace shoal

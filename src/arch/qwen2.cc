@@ -10,6 +10,6 @@ Status LoadQwen2(const gguf::File& f, HParams* hp) {
 }
 }  // namespace
 
-const ArchDef kQwen2Arch = {"qwen2", BlockFamily::kDenseDecoder, LoadQwen2, dense::LayerTensors};
+const ArchDef kQwen2Arch = {"qwen2", BlockFamily::kDenseDecoder, LoadQwen2};
 
 }  // namespace shoal

@@ -10,6 +10,6 @@ Status LoadQwen3(const gguf::File& f, HParams* hp) {
 }
 }  // namespace
 
-const ArchDef kQwen3Arch = {"qwen3", BlockFamily::kDenseDecoder, LoadQwen3, dense::LayerTensors};
+const ArchDef kQwen3Arch = {"qwen3", BlockFamily::kDenseDecoder, LoadQwen3};
 
 }  // namespace shoal

@@ -28,9 +28,8 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner) {
       if (!text.ok()) return Fail(text.status());
       auto b = LoadBundle(a->model, true);
       if (!b.ok()) return Fail(b.status());
-      auto kv = DTypeFromName(a->kv_type);
-      if (!kv || (*kv != DType::kF16 && *kv != DType::kF32))
-        return Fail(Errorf("--kv-type must be f16 or f32"));
+      auto kv = ParseKvType(a->kv_type);
+      if (!kv.ok()) return Fail(kv.status());
       const auto ids = b->tokenizer->Encode(*text, true, false);
       std::fprintf(stderr, "tokenized %zu bytes into %zu tokens\n", text->size(), ids.size());
       ThreadPool pool(ResolveThreads(a->threads));

@@ -51,9 +51,8 @@ int Run(const RunArgs& a, bool p_set, bool f_set) {
   cfg.n_threads = ResolveThreads(a.threads);
   cfg.n_ctx = a.ctx;
   cfg.max_num_seqs = 1;
-  auto kv = DTypeFromName(a.kv_type);
-  if (!kv || (*kv != DType::kF16 && *kv != DType::kF32))
-    return Fail(Errorf("--kv-type must be f16 or f32, got '{}'", a.kv_type));
+  auto kv = ParseKvType(a.kv_type);
+  if (!kv.ok()) return Fail(kv.status());
   cfg.kv_dtype = *kv;
   const std::vector<int32_t> eog = b.tokenizer->EogTokens();
   auto engine = Engine::Create(b.model.get(), cfg, eog);

@@ -32,6 +32,13 @@ Result<std::string> PromptText(const std::string& prompt, const std::string& fil
   return ReadFileToString(file);
 }
 
+Result<DType> ParseKvType(const std::string& name) {
+  const auto t = DTypeFromName(name);
+  if (!t || (*t != DType::kF16 && *t != DType::kF32))
+    return Errorf("--kv-type must be f16 or f32, got '{}'", name);
+  return *t;
+}
+
 int ResolveThreads(int threads) { return threads > 0 ? threads : HardwareThreads(); }
 
 }  // namespace shoal::cli

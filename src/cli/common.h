@@ -27,6 +27,9 @@ int Fail(const Status& s);
 Result<std::string> PromptText(const std::string& prompt, const std::string& file, bool p_set,
                                bool f_set);
 
+// The KV cache type of --kv-type: f16 (llama.cpp's default numerics) or f32.
+Result<DType> ParseKvType(const std::string& name);
+
 // Threads: 0 means every hardware thread.
 int ResolveThreads(int threads);
 

@@ -20,27 +20,10 @@ const char* FinishReasonName(FinishReason r) {
 }
 
 Status LocalExecutor::Run(const Batch& batch, std::vector<float>* logits) {
-  SHOAL_RETURN_IF_ERROR(model_->Forward(batch, nullptr, *kv_, pool_, &out_));
+  SHOAL_RETURN_IF_ERROR(model_->Forward(batch, nullptr, kv_, &pool_, &out_));
   logits->swap(out_.logits);
   return Status::Ok();
 }
-
-namespace {
-// Holds the pool and KV store alive for a LocalExecutor.
-class OwningLocalExecutor final : public Executor {
- public:
-  OwningLocalExecutor(Model* m, KvStore kv, int n_threads)
-      : kv_(std::move(kv)), pool_(n_threads), exec_(m, &kv_, &pool_), model_(m) {}
-  int64_t n_vocab() const override { return model_->hparams().n_vocab; }
-  Status Run(const Batch& b, std::vector<float>* logits) override { return exec_.Run(b, logits); }
-
- private:
-  KvStore kv_;
-  ThreadPool pool_;
-  LocalExecutor exec_;
-  Model* model_;
-};
-}  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig& cfg_in,
                                                std::vector<int32_t> eog_ids) {
@@ -61,7 +44,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig&
   }
   SHOAL_ASSIGN_OR_RETURN(
       KvStore kv, KvStore::Create(model->MakeKvLayout(blocks, cfg.block_size, cfg.kv_dtype)));
-  auto exec = std::make_unique<OwningLocalExecutor>(model, std::move(kv), cfg.n_threads);
+  auto exec = std::make_unique<LocalExecutor>(model, std::move(kv), cfg.n_threads);
   return std::make_unique<Engine>(std::move(exec), cfg, blocks, std::move(eog_ids));
 }
 

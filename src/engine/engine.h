@@ -21,7 +21,7 @@ namespace shoal {
 struct EngineConfig {
   int n_threads = 0;             // 0 = all hardware threads
   int32_t n_ctx = 4096;          // max tokens per sequence (prompt + generated)
-  int32_t kv_blocks = 0;         // 0 = enough for max_num_seqs sequences of n_ctx... capped
+  int32_t kv_blocks = 0;         // 0 = max_num_seqs sequences of n_ctx, at most 1 GiB
   int32_t block_size = 16;       // tokens per KV block
   DType kv_dtype = DType::kF16;  // F16 = llama.cpp's default numerics; F32 = exact
   int32_t max_num_seqs = 16;
@@ -39,20 +39,20 @@ class Executor {
   virtual Status Run(const Batch& batch, std::vector<float>* logits) = 0;
 };
 
+// Runs the whole model in this process over its own KV pool and thread pool.
 class LocalExecutor final : public Executor {
  public:
-  LocalExecutor(Model* model, KvStore* kv, ThreadPool* pool)
-      : model_(model), kv_(kv), pool_(pool) {}
+  LocalExecutor(Model* model, KvStore kv, int n_threads)
+      : model_(model), kv_(std::move(kv)), pool_(n_threads) {}
   int64_t n_vocab() const override { return model_->hparams().n_vocab; }
   Status Run(const Batch& batch, std::vector<float>* logits) override;
 
  private:
   Model* model_;
-  KvStore* kv_;
-  ThreadPool* pool_;
+  KvStore kv_;
+  ThreadPool pool_;
   ForwardOutput out_;
 };
-
 enum class FinishReason { kNone, kEos, kLength, kCancelled };
 const char* FinishReasonName(FinishReason r);
 
@@ -100,8 +100,6 @@ class Engine {
   void Release(int64_t id);
 
   EngineConfig cfg_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<KvStore> kv_;
   std::unique_ptr<Executor> exec_;
   BlockAllocator alloc_;
   Scheduler sched_;
