@@ -141,22 +141,25 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-// stories260K is trained: free-running greedy generation must reproduce the 64 golden ids of
-// every prompt at least up to the first near-tie (a golden top-1/top-2 margin below the 2e-2
-// logit tolerance), and the first-step logits must be within 2e-2 (they span about +-18).
-// The number of prompts reproduced completely is recorded (closing notes report it).
-TEST(Stories260K, GreedyIdsAndFirstStepLogits) {
+// stories260K is trained: free-running greedy generation is compared with llama.cpp's 64 golden
+// ids of each prompt (which its own F16-cache and F32-cache runs both produce), and the
+// first-step logits must be within 2e-2 (they span about +-18). With `strict`, every id of
+// every prompt must match; otherwise ids up to the first near-tie (a golden top-1/top-2 margin
+// below 2e-2). Returns how many prompts reproduce all 64 ids.
+int StoriesGreedy(DType kv_type, bool strict) {
   const std::string model_path = SharedPath("models/stories260K.gguf");
-  if (!Exists(model_path)) GTEST_SKIP();
-  auto m = Load(model_path, DType::kF16);
-  ASSERT_TRUE(m);
+  auto m = Load(model_path, kv_type);
+  EXPECT_TRUE(m);
+  if (!m) return 0;
   const json g = LoadJson(SharedPath("testdata/golden/stories260K.golden.json"));
   EngineConfig cfg;
   cfg.n_threads = 2;
   cfg.n_ctx = 1024;
+  cfg.kv_dtype = kv_type;
   cfg.return_logits = true;
   auto engine = Engine::Create(m->model.get(), cfg, {});
-  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  EXPECT_TRUE(engine.ok()) << engine.status().message();
+  if (!engine.ok()) return 0;
   int prompts_identical = 0;
   for (const json& p : g["prompts"]) {
     Request r;
@@ -164,13 +167,13 @@ TEST(Stories260K, GreedyIdsAndFirstStepLogits) {
     r.sampling.temperature = 0;
     r.sampling.max_tokens = 64;
     r.sampling.ignore_eos = true;
-    auto id = (*engine)->Add(r);
-    ASSERT_TRUE(id.ok());
+    EXPECT_TRUE((*engine)->Add(r).ok());
     std::vector<int32_t> got;
     std::vector<float> first;
     while (!(*engine)->idle()) {
       auto ev = (*engine)->Step();
-      ASSERT_TRUE(ev.ok()) << ev.status().message();
+      EXPECT_TRUE(ev.ok()) << ev.status().message();
+      if (!ev.ok()) return 0;
       for (auto& e : *ev) {
         if (got.empty()) first = e.logits;
         got.push_back(e.token);
@@ -179,12 +182,13 @@ TEST(Stories260K, GreedyIdsAndFirstStepLogits) {
     const std::vector<int32_t> want = Ids(p["greedy"]["ids"]);
     const std::vector<float> margins = StepMargins(p["greedy"]);
     size_t must_match = want.size();
-    for (size_t i = 0; i < margins.size(); ++i)
+    for (size_t i = 0; !strict && i < margins.size(); ++i)
       if (margins[i] < 2e-2f) {
         must_match = i;  // ids before the first near-tie
         break;
       }
-    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(got.size(), want.size());
+    if (got.size() != want.size()) return 0;
     for (size_t i = 0; i < must_match; ++i)
       EXPECT_EQ(got[i], want[i]) << p["name"] << " step " << i;
     if (got != want) {
@@ -195,15 +199,27 @@ TEST(Stories260K, GreedyIdsAndFirstStepLogits) {
     }
     prompts_identical += got == want;
     const std::vector<float> ref = p["first_step_logits"].get<std::vector<float>>();
-    ASSERT_EQ(first.size(), ref.size());
+    EXPECT_EQ(first.size(), ref.size());
     float max_diff = 0;
-    for (size_t i = 0; i < ref.size(); ++i)
+    for (size_t i = 0; i < ref.size() && i < first.size(); ++i)
       max_diff = std::max(max_diff, std::fabs(first[i] - ref[i]));
     EXPECT_LE(max_diff, 2e-2f) << p["name"];
   }
-  RecordProperty("prompts_identical", prompts_identical);
-  std::fprintf(stderr, "stories260K: %d/6 prompts reproduce all 64 greedy ids\n",
-               prompts_identical);
+  std::fprintf(stderr, "stories260K, %s KV cache: %d/6 prompts reproduce all 64 greedy ids\n",
+               kv_type == DType::kF16 ? "f16" : "f32", prompts_identical);
+  return prompts_identical;
+}
+
+// F32 cache (llama.cpp's exact-attention numerics): all 64 ids of all 6 prompts.
+TEST(Stories260K, GreedyIdsF32Cache) {
+  if (!Exists(SharedPath("models/stories260K.gguf"))) GTEST_SKIP();
+  EXPECT_EQ(StoriesGreedy(DType::kF32, true), 6);
+}
+
+// F16 cache (the default; llama.cpp's flash-attention numerics): ids up to the first near-tie.
+TEST(Stories260K, GreedyIdsF16Cache) {
+  if (!Exists(SharedPath("models/stories260K.gguf"))) GTEST_SKIP();
+  RecordProperty("prompts_identical", StoriesGreedy(DType::kF16, false));
 }
 
 // Shoal's own property: the six prompts generated together in one batch and one at a time give
