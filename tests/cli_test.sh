@@ -23,6 +23,12 @@ check "synth writes a loadable model" '"$SHOAL" info -m "$TMP/tiny.gguf" | grep 
 check "run --json on the synthesized model" '"$SHOAL" run -m "$TMP/tiny.gguf" -p "Once upon a time" -n 5 --temp 0 --ignore-eos --json | python3 -c "import json,sys; j=json.load(sys.stdin); assert len(j[\"ids\"])==5, j"'
 check "same seed, same output" '[ "$("$SHOAL" run -m "$TMP/tiny.gguf" -p "The dog" -n 12 --seed 7 --ignore-eos --json | python3 -c "import json,sys; print(json.load(sys.stdin)[\"ids\"])")" = "$("$SHOAL" run -m "$TMP/tiny.gguf" -p "The dog" -n 12 --seed 7 --ignore-eos --json | python3 -c "import json,sys; print(json.load(sys.stdin)[\"ids\"])")" ]'
 
+# `shoal quantize`: the synthesized model requantized to q4_0 runs; an unknown mix is an error.
+"$SHOAL" synth --preset tiny --type f32 --seed 3 -o "$TMP/tiny-f32.gguf" > /dev/null 2>&1
+check "quantize to q4_0 gives a runnable model" '"$SHOAL" quantize "$TMP/tiny-f32.gguf" "$TMP/tiny-q4_0.gguf" q4_0 > /dev/null 2>&1 && "$SHOAL" run -m "$TMP/tiny-q4_0.gguf" -p "Once upon a time" -n 5 --temp 0 --ignore-eos --json | python3 -c "import json,sys; j=json.load(sys.stdin); assert len(j[\"ids\"])==5, j"'
+"$SHOAL" quantize "$TMP/tiny-f32.gguf" "$TMP/bad-mix.gguf" q7_z > /dev/null 2> "$TMP/err"; rc=$?
+check "quantize with an unknown mix exits 1 listing the mixes" '[ $rc -eq 1 ] && grep -q Q4_K_M "$TMP/err"'
+
 M=$SHARED/models/stories260K.gguf
 if [ -f "$M" ]; then
   check "tokenize equals llama.cpp ids" '[ "$("$SHOAL" tokenize -m "$M" -p "Once upon a time")" = "1 403 407 261 378" ]'

@@ -14,5 +14,6 @@ void AddTokenizeCommand(CLI::App& app, Runner* runner);
 void AddInfoCommand(CLI::App& app, Runner* runner);
 void AddPerplexityCommand(CLI::App& app, Runner* runner);
 void AddSynthCommand(CLI::App& app, Runner* runner);
+void AddQuantizeCommand(CLI::App& app, Runner* runner);
 
 }  // namespace shoal::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   shoal::cli::AddInfoCommand(app, &runner);
   shoal::cli::AddPerplexityCommand(app, &runner);
   shoal::cli::AddSynthCommand(app, &runner);
+  shoal::cli::AddQuantizeCommand(app, &runner);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

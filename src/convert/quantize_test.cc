@@ -1,0 +1,165 @@
+// Tests of QuantizeModel against llama-quantize's own output files.
+#include "convert/quantize.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "base/test_support.h"
+#include "gguf/gguf.h"
+
+namespace shoal {
+namespace {
+
+using testing::SharedPath;
+using testing::TempDir;
+
+std::unique_ptr<gguf::File> OpenOrDie(const std::string& path) {
+  auto f = gguf::File::Open(path);
+  EXPECT_TRUE(f.ok()) << f.status().message();
+  return f.ok() ? std::move(f).value() : nullptr;
+}
+
+// Every tensor of `got` has the type and the exact bytes of the same tensor in `want`.
+void ExpectSameTensors(const gguf::File& got, const gguf::File& want) {
+  ASSERT_EQ(got.tensors().size(), want.tensors().size());
+  for (const auto& w : want.tensors()) {
+    const gguf::TensorInfo* g = got.FindTensor(w.name);
+    ASSERT_NE(g, nullptr) << w.name;
+    EXPECT_EQ(DTypeName(g->type), DTypeName(w.type)) << w.name;
+    EXPECT_EQ(g->ne, w.ne) << w.name;
+    ASSERT_EQ(g->nbytes, w.nbytes) << w.name;
+    EXPECT_EQ(std::memcmp(g->data, w.data, w.nbytes), 0) << w.name << " bytes differ";
+  }
+}
+
+// Quantizes SHARED/models/tiny/ARCH-f32.gguf to MIX and compares with llama-quantize's file.
+void CheckAgainstLlamaQuantize(const std::string& arch, const std::string& mix,
+                               const std::string& suffix) {
+  const std::string in = SharedPath("models/tiny/" + arch + "-f32.gguf");
+  const std::string ref = SharedPath("models/tiny/" + arch + "-" + suffix + ".gguf");
+  if (!testing::Exists(in) || !testing::Exists(ref)) GTEST_SKIP() << "missing " << in;
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string out = dir.File("out.gguf");
+  QuantizeOptions o;
+  o.mix = mix;
+  o.n_threads = 2;
+  double last = 0;
+  o.progress = [&](double f) {
+    EXPECT_GE(f, last);
+    last = f;
+  };
+  Status s = QuantizeModel(in, out, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_DOUBLE_EQ(last, 1.0);
+  auto got = OpenOrDie(out);
+  auto want = OpenOrDie(ref);
+  auto src = OpenOrDie(in);
+  ASSERT_TRUE(got && want && src);
+  ExpectSameTensors(*got, *want);
+  EXPECT_EQ(got->GetUintOr("general.file_type", 999), want->GetUintOr("general.file_type", 998));
+  EXPECT_EQ(got->GetUintOr("general.quantization_version", 0), 2u);
+  // Every other key is the input's, unchanged.
+  std::set<std::string> keys;
+  for (const auto& [k, v] : src->metadata()) {
+    keys.insert(k);
+    if (k == "general.file_type" || k == "general.quantization_version") continue;
+    const gguf::Value* g = got->Find(k);
+    ASSERT_NE(g, nullptr) << k;
+    EXPECT_TRUE(*g == v) << k;
+  }
+  for (const auto& [k, v] : got->metadata()) {
+    EXPECT_TRUE(keys.count(k) || k == "general.file_type" || k == "general.quantization_version")
+        << "unexpected key " << k;
+  }
+}
+
+TEST(QuantizeTest, LlamaQ8_0MatchesLlamaQuantize) {
+  CheckAgainstLlamaQuantize("llama", "Q8_0", "q8_0");
+}
+TEST(QuantizeTest, LlamaQ4_0MatchesLlamaQuantize) {
+  CheckAgainstLlamaQuantize("llama", "q4_0", "q4_0");
+}
+TEST(QuantizeTest, Qwen3Q8_0MatchesLlamaQuantize) {
+  CheckAgainstLlamaQuantize("qwen3", "Q8_0", "q8_0");
+}
+TEST(QuantizeTest, Qwen3Q4_0MatchesLlamaQuantize) {
+  CheckAgainstLlamaQuantize("qwen3", "Q4_0", "q4_0");
+}
+// The 8-expert model: attn_k/attn_v become Q8_0 in the Q4_0 mix.
+TEST(QuantizeTest, Qwen3MoeQ4_0MatchesLlamaQuantize) {
+  CheckAgainstLlamaQuantize("qwen3moe", "Q4_0", "q4_0");
+}
+TEST(QuantizeTest, Qwen3MoeQ8_0MatchesLlamaQuantize) {
+  CheckAgainstLlamaQuantize("qwen3moe", "Q8_0", "q8_0");
+}
+
+// Q4_K_M from a Q8_0 model (requantizing): the per-tensor types llama-quantize chose.
+TEST(QuantizeTest, Q4_K_MTypesFollowLlamaCppRules) {
+  const std::string in = SharedPath("models/tiny-dense256-random-q8_0.gguf");
+  const std::string ref = SharedPath("models/tiny-dense256-random-q4_k_m.gguf");
+  if (!testing::Exists(in) || !testing::Exists(ref)) GTEST_SKIP() << "missing " << in;
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  QuantizeOptions o;
+  o.mix = "Q4_K_M";
+  QuantizeStats stats;
+  o.stats = &stats;
+  Status s = QuantizeModel(in, dir.File("out.gguf"), o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(stats.n_fallback, 0);
+  auto got = OpenOrDie(dir.File("out.gguf"));
+  auto want = OpenOrDie(ref);
+  ASSERT_TRUE(got && want);
+  ASSERT_EQ(got->tensors().size(), want->tensors().size());
+  std::map<std::string, int> counts;
+  for (const auto& w : want->tensors()) {
+    const gguf::TensorInfo* g = got->FindTensor(w.name);
+    ASSERT_NE(g, nullptr) << w.name;
+    EXPECT_EQ(DTypeName(g->type), DTypeName(w.type)) << w.name;
+    ++counts[std::string(DTypeName(g->type))];
+  }
+  EXPECT_EQ(counts["q4_K"] + counts["q4_k"], 13);
+  EXPECT_EQ(counts["q6_K"] + counts["q6_k"], 3);
+  EXPECT_EQ(DTypeName(got->FindTensor("blk.1.attn_v.weight")->type), DTypeName(DType::kQ6_K));
+  EXPECT_EQ(DTypeName(got->FindTensor("blk.1.ffn_down.weight")->type), DTypeName(DType::kQ6_K));
+  EXPECT_EQ(DTypeName(got->FindTensor("output.weight")->type), DTypeName(DType::kQ6_K));
+  EXPECT_EQ(got->GetUintOr("general.file_type", 0), 15u);
+}
+
+// Every mix runs and gives a loadable file (rows of 64/128 exercise the K-quant fallbacks).
+TEST(QuantizeTest, EveryMixWritesALoadableFile) {
+  const std::string in = SharedPath("models/tiny/llama-f32.gguf");
+  if (!testing::Exists(in)) GTEST_SKIP() << "missing " << in;
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  for (const std::string& mix : QuantizeMixNames()) {
+    QuantizeOptions o;
+    o.mix = mix;
+    QuantizeStats stats;
+    o.stats = &stats;
+    Status s = QuantizeModel(in, dir.File(mix + ".gguf"), o);
+    ASSERT_TRUE(s.ok()) << mix << ": " << s.message();
+    auto f = OpenOrDie(dir.File(mix + ".gguf"));
+    ASSERT_TRUE(f) << mix;
+    EXPECT_EQ(f->GetUintOr("general.file_type", 999), *QuantizeMixFileType(mix)) << mix;
+    EXPECT_EQ(DTypeName(f->FindTensor("blk.0.attn_norm.weight")->type), "f32") << mix;
+  }
+}
+
+TEST(QuantizeTest, UnknownMixListsTheKnownOnes) {
+  TempDir dir;
+  QuantizeOptions o;
+  o.mix = "Q7_Z";
+  Status s = QuantizeModel("/nonexistent.gguf", dir.File("x.gguf"), o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("Q7_Z"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("Q4_K_M"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("MXFP4"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace shoal
