@@ -77,7 +77,7 @@ bool IsQuantizable(const gguf::TensorInfo& t) {
       "altup",
       "laurel",
       "per_layer_model_proj",
-      "ssm_conv1d.weight",
+      "ssm_conv1d",  // also Kimi's ssm_conv1d_{q,k,v}
       "shortconv.conv.weight",
       "time_mix_first.weight",
       "time_mix_w0.weight",

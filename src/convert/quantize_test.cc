@@ -97,6 +97,40 @@ TEST(QuantizeTest, Qwen3MoeQ8_0MatchesLlamaQuantize) {
   CheckAgainstLlamaQuantize("qwen3moe", "Q8_0", "q8_0");
 }
 
+// MLA (attn_kv_b counts as a V tensor) and the hybrid Kimi layout with SSM tensors.
+TEST(QuantizeTest, Deepseek2Q4_0MatchesLlamaQuantize) {
+  CheckAgainstLlamaQuantize("deepseek2", "Q4_0", "q4_0");
+}
+TEST(QuantizeTest, Deepseek2Q8_0MatchesLlamaQuantize) {
+  CheckAgainstLlamaQuantize("deepseek2", "Q8_0", "q8_0");
+}
+TEST(QuantizeTest, KimiK3Q4_0MatchesLlamaQuantize) {
+  CheckAgainstLlamaQuantize("kimi-k3", "Q4_0", "q4_0");
+}
+TEST(QuantizeTest, KimiK3Q8_0MatchesLlamaQuantize) {
+  CheckAgainstLlamaQuantize("kimi-k3", "Q8_0", "q8_0");
+}
+
+// Requantizing a 4-expert Q4_K_M model to Q4_K_M picks the same type for every tensor (expert
+// ffn_down layers come from the names), so every tensor is copied unchanged.
+TEST(QuantizeTest, MoeQ4_K_MToQ4_K_MKeepsEveryTensor) {
+  const std::string in = SharedPath("models/tiny-moe256-random-q4_k_m.gguf");
+  if (!testing::Exists(in)) GTEST_SKIP() << "missing " << in;
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  QuantizeOptions o;
+  o.mix = "Q4_K_M";
+  QuantizeStats stats;
+  o.stats = &stats;
+  Status s = QuantizeModel(in, dir.File("out.gguf"), o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(stats.n_converted, 0);
+  auto got = OpenOrDie(dir.File("out.gguf"));
+  auto want = OpenOrDie(in);
+  ASSERT_TRUE(got && want);
+  ExpectSameTensors(*got, *want);
+}
+
 // Q4_K_M from a Q8_0 model (requantizing): the per-tensor types llama-quantize chose.
 TEST(QuantizeTest, Q4_K_MTypesFollowLlamaCppRules) {
   const std::string in = SharedPath("models/tiny-dense256-random-q8_0.gguf");
