@@ -29,6 +29,15 @@ check "quantize to q4_0 gives a runnable model" '"$SHOAL" quantize "$TMP/tiny-f3
 "$SHOAL" quantize "$TMP/tiny-f32.gguf" "$TMP/bad-mix.gguf" q7_z > /dev/null 2> "$TMP/err"; rc=$?
 check "quantize with an unknown mix exits 1 listing the mixes" '[ $rc -eq 1 ] && grep -q Q4_K_M "$TMP/err"'
 
+check "bench --json has llama-bench's fields" '"$SHOAL" bench -m "$TMP/tiny.gguf" -p 16 -n 4 -r 2 --json | python3 -c "
+import json,sys
+a=json.load(sys.stdin); assert [(t[\"n_prompt\"],t[\"n_gen\"]) for t in a]==[(16,0),(0,4)], a
+for t in a:
+  for k in (\"n_threads\",\"avg_ts\",\"stddev_ts\",\"samples_ts\",\"model_size\",\"model_type\"): assert k in t, k
+  assert len(t[\"samples_ts\"])==2 and t[\"avg_ts\"]>0
+"'
+check "bench table prints pp and tg rows" '"$SHOAL" bench -m "$TMP/tiny.gguf" -p 8 -n 2 -r 1 | grep -q "tg2"'
+
 M=$SHARED/models/stories260K.gguf
 if [ -f "$M" ]; then
   check "tokenize equals llama.cpp ids" '[ "$("$SHOAL" tokenize -m "$M" -p "Once upon a time")" = "1 403 407 261 378" ]'

@@ -15,5 +15,6 @@ void AddInfoCommand(CLI::App& app, Runner* runner);
 void AddPerplexityCommand(CLI::App& app, Runner* runner);
 void AddSynthCommand(CLI::App& app, Runner* runner);
 void AddQuantizeCommand(CLI::App& app, Runner* runner);
+void AddBenchCommand(CLI::App& app, Runner* runner);
 
 }  // namespace shoal::cli

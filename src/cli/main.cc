@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   shoal::cli::AddPerplexityCommand(app, &runner);
   shoal::cli::AddSynthCommand(app, &runner);
   shoal::cli::AddQuantizeCommand(app, &runner);
+  shoal::cli::AddBenchCommand(app, &runner);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
