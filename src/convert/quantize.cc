@@ -110,6 +110,7 @@ struct RuleState {
   int n_attention_wv = 0, i_attention_wv = 0;
   int n_ffn_down = 0, i_ffn_down = 0;
   bool has_output = false;
+  bool is_70b = false;  // llama.cpp's LLM_TYPE_70B: a Llama with 80 layers and GQA
   int n_fallback = 0;
 };
 
@@ -145,6 +146,9 @@ Result<DType> ChooseType(RuleState& qs, DType type, const gguf::TensorInfo& t) {
     } else if (ft == kQ4_K_S && qs.i_attention_wv < 4) {
       type = DType::kQ5_K;
     }
+    // llama.cpp's LLM_TYPE_70B: 8 heads share each V row, so attn_v is 8x smaller than attn_q
+    // and more bits cost almost nothing.
+    if (qs.is_70b && (type == DType::kQ3_K || type == DType::kQ4_K)) type = DType::kQ5_K;
     if (qs.n_expert == 8) type = DType::kQ8_0;  // cheap for 8-expert models
     ++qs.i_attention_wv;
   } else if (Has(name, "attn_k.weight")) {
@@ -295,6 +299,7 @@ Status QuantizeModel(const std::string& in, const std::string& out, const Quanti
   const int64_t n_head_kv = ArchInt(*src, qs.arch, "attention.head_count_kv", n_head);
   qs.n_gqa = n_head_kv > 0 ? static_cast<int>(n_head / n_head_kv) : 1;
   qs.n_ffn_down = static_cast<int>(ArchInt(*src, qs.arch, "block_count", 0));
+  qs.is_70b = qs.arch == "llama" && qs.n_ffn_down == 80 && n_head != n_head_kv;
 
   std::vector<const gguf::TensorInfo*> order;
   for (const auto& t : src->tensors()) order.push_back(&t);

@@ -184,6 +184,123 @@ TEST(QuantizeTest, EveryMixWritesALoadableFile) {
   }
 }
 
+// An 8-layer Llama (no GQA) with 256-wide rows written in F32, for the K-quant mix rules.
+std::string WriteEightLayerModel(const TempDir& dir) {
+  gguf::Writer w;
+  w.SetString("general.architecture", "llama");
+  w.SetU32("llama.block_count", 8);
+  w.SetU32("llama.attention.head_count", 4);
+  w.SetU32("llama.attention.head_count_kv", 4);
+  uint32_t seed = 1;
+  auto matrix = [&](const std::string& name, std::vector<int64_t> ne) {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    std::vector<uint8_t> bytes(static_cast<size_t>(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      const float v = static_cast<float>(seed >> 8) / 16777216.0f - 0.5f;
+      std::memcpy(bytes.data() + i * 4, &v, 4);
+    }
+    EXPECT_TRUE(w.AddTensorCopy(name, DType::kF32, ne, std::move(bytes)).ok()) << name;
+  };
+  matrix("token_embd.weight", {256, 16});
+  matrix("output_norm.weight", {256});
+  matrix("output.weight", {256, 16});
+  for (int l = 0; l < 8; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    matrix(b + "attn_norm.weight", {256});
+    for (const char* m :
+         {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+      matrix(b + m + ".weight", {256, 8});
+    }
+  }
+  const std::string path = dir.File("eight.gguf");
+  EXPECT_TRUE(w.Write(path).ok());
+  return path;
+}
+
+// Quantizes `in` to `mix`; returns tensor name -> type name of the output.
+std::map<std::string, std::string> TypesAfter(const std::string& in, const TempDir& dir,
+                                              const std::string& mix) {
+  QuantizeOptions o;
+  o.mix = mix;
+  const std::string out = dir.File(mix + ".gguf");
+  Status s = QuantizeModel(in, out, o);
+  EXPECT_TRUE(s.ok()) << s.message();
+  std::map<std::string, std::string> types;
+  auto f = OpenOrDie(out);
+  if (f) {
+    for (const auto& t : f->tensors()) types[t.name] = std::string(DTypeName(t.type));
+  }
+  return types;
+}
+
+std::string T(DType t) { return std::string(DTypeName(t)); }
+
+// llama.cpp's use_more_bits for 8 layers picks layers 0, 3, 6 and 7.
+TEST(QuantizeTest, KQuantMixRulesOnEightLayers) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string in = WriteEightLayerModel(dir);
+  const std::set<int> more_bits = {0, 3, 6, 7};
+  auto at = [](int l, const char* m) { return "blk." + std::to_string(l) + "." + m + ".weight"; };
+
+  auto q4km = TypesAfter(in, dir, "Q4_K_M");
+  auto q5km = TypesAfter(in, dir, "Q5_K_M");
+  auto q4ks = TypesAfter(in, dir, "Q4_K_S");
+  auto q3km = TypesAfter(in, dir, "Q3_K_M");
+  auto q2k = TypesAfter(in, dir, "Q2_K");
+  auto q6k = TypesAfter(in, dir, "Q6_K");
+  auto mxfp4 = TypesAfter(in, dir, "MXFP4");
+  for (int l = 0; l < 8; ++l) {
+    const bool more = more_bits.count(l) > 0;
+    SCOPED_TRACE("layer " + std::to_string(l));
+    EXPECT_EQ(q4km[at(l, "attn_v")], T(more ? DType::kQ6_K : DType::kQ4_K));
+    EXPECT_EQ(q4km[at(l, "ffn_down")], T(more ? DType::kQ6_K : DType::kQ4_K));
+    EXPECT_EQ(q4km[at(l, "attn_q")], T(DType::kQ4_K));
+    EXPECT_EQ(q5km[at(l, "attn_v")], T(more ? DType::kQ6_K : DType::kQ5_K));
+    EXPECT_EQ(q5km[at(l, "ffn_down")], T(more ? DType::kQ6_K : DType::kQ5_K));
+    EXPECT_EQ(q5km[at(l, "ffn_up")], T(DType::kQ5_K));
+    EXPECT_EQ(q4ks[at(l, "attn_v")], T(l < 4 ? DType::kQ5_K : DType::kQ4_K));
+    EXPECT_EQ(q4ks[at(l, "ffn_down")], T(l < 1 ? DType::kQ5_K : DType::kQ4_K));
+    EXPECT_EQ(q3km[at(l, "attn_v")], T(l < 2 ? DType::kQ5_K : DType::kQ4_K));
+    EXPECT_EQ(q3km[at(l, "ffn_down")], T(DType::kQ4_K));
+    EXPECT_EQ(q3km[at(l, "attn_output")], T(DType::kQ4_K));
+    EXPECT_EQ(q3km[at(l, "attn_k")], T(DType::kQ3_K));
+    EXPECT_EQ(q2k[at(l, "attn_v")], T(DType::kQ3_K));
+    EXPECT_EQ(q2k[at(l, "ffn_down")], T(DType::kQ3_K));
+    EXPECT_EQ(q2k[at(l, "attn_output")], T(DType::kQ3_K));
+    EXPECT_EQ(q2k[at(l, "ffn_gate")], T(DType::kQ2_K));
+    EXPECT_EQ(q6k[at(l, "ffn_down")], T(DType::kQ6_K));
+    EXPECT_EQ(mxfp4[at(l, "ffn_down")], T(DType::kQ8_0));  // MXFP4 only for 3-D expert tensors
+    EXPECT_EQ(q4km[at(l, "attn_norm")], T(DType::kF32));
+  }
+  for (auto* m : {&q4km, &q5km, &q4ks, &q3km, &q2k, &q6k}) {
+    EXPECT_EQ((*m)["output.weight"], T(DType::kQ6_K));
+  }
+  EXPECT_EQ(mxfp4["output.weight"], T(DType::kQ8_0));
+  EXPECT_EQ(q4km["token_embd.weight"], T(DType::kQ4_K));
+  EXPECT_EQ(q3km["token_embd.weight"], T(DType::kQ3_K));
+}
+
+// Rows of 128 are not whole 256-blocks: Q4_K falls back to Q5_0, Q6_K to Q8_0 (as llama.cpp).
+TEST(QuantizeTest, KQuantFallbacksForShortRows) {
+  const std::string in = SharedPath("models/tiny/llama-f32.gguf");
+  if (!testing::Exists(in)) GTEST_SKIP() << "missing " << in;
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  QuantizeOptions o;
+  o.mix = "Q4_K_M";
+  QuantizeStats stats;
+  o.stats = &stats;
+  ASSERT_TRUE(QuantizeModel(in, dir.File("k.gguf"), o).ok());
+  EXPECT_GT(stats.n_fallback, 0);
+  auto f = OpenOrDie(dir.File("k.gguf"));
+  ASSERT_TRUE(f);
+  EXPECT_EQ(T(f->FindTensor("blk.1.attn_q.weight")->type), T(DType::kQ5_0));
+  EXPECT_EQ(T(f->FindTensor("output.weight")->type), T(DType::kQ8_0));
+}
+
 TEST(QuantizeTest, UnknownMixListsTheKnownOnes) {
   TempDir dir;
   QuantizeOptions o;
