@@ -37,9 +37,12 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
+  // Written before generation_ is bumped (release) and read after it is seen (acquire).
   const std::function<void(int, int)>* job_ = nullptr;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  int sleepers_ = 0;   // workers blocked on cv_ (guarded by mu_)
+  bool stop_ = false;  // guarded by mu_; stop_flag_ mirrors it for spinning workers
+  std::atomic<bool> stop_flag_{false};
   std::atomic<int> pending_{0};
 };
 
