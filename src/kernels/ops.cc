@@ -1,4 +1,5 @@
-// Scalar implementations of the float ops (memory-light; the matmuls dominate run time).
+// Scalar implementations of the float ops; attention dispatches to attention_x86.cc where the
+// CPU has AVX2/F16C and keeps the scalar reference here.
 #include "kernels/ops.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/attention_internal.h"
 
 namespace shoal::kernels {
 
@@ -236,8 +238,10 @@ void AttendF16Tiled(const float* q, int dk, int dv, float scale, const PagedKv& 
 
 }  // namespace
 
-void AttendOneHead(const float* q, int dk, int dv, float scale, const PagedKv& kv, int32_t n_kv,
-                   float* out, float* scratch, bool tiled) {
+namespace internal {
+
+void AttendOneHeadReference(const float* q, int dk, int dv, float scale, const PagedKv& kv,
+                            int32_t n_kv, float* out, float* scratch, bool tiled) {
   if (kv.dtype == DType::kF16) {
     if (tiled) {
       AttendF16Tiled(q, dk, dv, scale, kv, n_kv, out, scratch);
@@ -247,6 +251,14 @@ void AttendOneHead(const float* q, int dk, int dv, float scale, const PagedKv& k
   } else {
     AttendF32(q, dk, dv, scale, kv, n_kv, out, scratch);
   }
+}
+
+}  // namespace internal
+
+void AttendOneHead(const float* q, int dk, int dv, float scale, const PagedKv& kv, int32_t n_kv,
+                   float* out, float* scratch, bool tiled) {
+  if (internal::AttendOneHeadAvx2(q, dk, dv, scale, kv, n_kv, out, scratch, tiled)) return;
+  internal::AttendOneHeadReference(q, dk, dv, scale, kv, n_kv, out, scratch, tiled);
 }
 
 }  // namespace shoal::kernels

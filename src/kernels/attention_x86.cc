@@ -1,0 +1,264 @@
+// AVX2/FMA/F16C attention over the paged KV cache: the exact arithmetic of the scalar reference
+// in ops.cc, vectorized across keys for the q.k dots and across dims for the value sums.
+//
+// Bit-exactness: F16C conversions are exact (F16 -> F32) or round to nearest even (F32 -> F16),
+// as the reference's bit tricks; each score keeps the reference's order (products in F32, summed
+// in index order: in double, in an F32 FMA chain or in F32 adds), because key j of a group of 8
+// owns lane j and the loop walks the dims in order; each value lane is one dim, updated key by
+// key in order with the same expression. Only NaN payloads could differ (F16C keeps them).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/attention_internal.h"
+
+namespace shoal::kernels::internal {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+namespace {
+
+#define SHOAL_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+constexpr int kKeys = 8;  // keys per score group: one 8-lane register, key j in lane j
+
+inline const uint8_t* KvRow(const uint8_t* base, uint64_t stride, const PagedKv& kv, int32_t p) {
+  const int64_t block = kv.blocks[static_cast<size_t>(p / kv.block_size)];
+  const int64_t slot = p % kv.block_size;
+  return base + static_cast<uint64_t>(block * kv.block_size + slot) * stride;
+}
+
+// 8x8 transpose: r[j] holds row j (8 dims); afterwards r[i] holds dim i of rows 0..7.
+SHOAL_AVX2 inline void Transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+SHOAL_AVX2 inline __m256 LoadHalf8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// F32 -> F16 (nearest even) -> F32, as Fp16ToFp32(Fp32ToFp16(x)).
+SHOAL_AVX2 inline __m256 RoundHalf8(__m256 x) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+enum class Sum { kDouble, kFma, kF32 };
+
+// Raw dots of keys [j0, j0 + 8) (rows past n_kv repeat the last one and are ignored):
+// out[j] = sum over i in index order, per kSum (double sum of F32 products; F32 FMA chain;
+// F32 product then F32 add). Half rows are F16 (kF16), else F32.
+template <Sum kSum, bool kF16>
+SHOAL_AVX2 void Dots8(const float* q, int dk, const PagedKv& kv, int32_t j0, int32_t n_kv,
+                      float* out) {
+  const uint8_t* rows[kKeys];
+  for (int j = 0; j < kKeys; ++j) {
+    const int32_t p = std::min(j0 + j, n_kv - 1);
+    rows[j] = KvRow(kv.k_base, kv.k_row_stride, kv, p) +
+              kv.k_head_offset * static_cast<int64_t>(kF16 ? 2 : 4);
+  }
+  __m256d dlo = _mm256_setzero_pd(), dhi = _mm256_setzero_pd();
+  __m256 acc = _mm256_setzero_ps();
+  for (int i0 = 0; i0 < dk; i0 += 8) {
+    __m256 r[8];
+    for (int j = 0; j < kKeys; ++j) {
+      if constexpr (kF16) {
+        r[j] = LoadHalf8(reinterpret_cast<const uint16_t*>(rows[j]) + i0);
+      } else {
+        r[j] = _mm256_loadu_ps(reinterpret_cast<const float*>(rows[j]) + i0);
+      }
+    }
+    Transpose8(r);
+    for (int i = 0; i < 8; ++i) {
+      const __m256 qi = _mm256_set1_ps(q[i0 + i]);
+      if constexpr (kSum == Sum::kDouble) {
+        const __m256 prod = _mm256_mul_ps(qi, r[i]);
+        dlo = _mm256_add_pd(dlo, _mm256_cvtps_pd(_mm256_castps256_ps128(prod)));
+        dhi = _mm256_add_pd(dhi, _mm256_cvtps_pd(_mm256_extractf128_ps(prod, 1)));
+      } else if constexpr (kSum == Sum::kFma) {
+        acc = _mm256_fmadd_ps(qi, r[i], acc);
+      } else {
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(qi, r[i]));
+      }
+    }
+  }
+  if constexpr (kSum == Sum::kDouble) {
+    alignas(32) double d[kKeys];
+    _mm256_store_pd(d, dlo);
+    _mm256_store_pd(d + 4, dhi);
+    for (int j = 0; j < kKeys; ++j) out[j] = static_cast<float>(d[j]);
+  } else {
+    _mm256_storeu_ps(out, acc);
+  }
+}
+
+// F16 cache, one-chunk numerics (the reference's AttendF16).
+SHOAL_AVX2 void AttendF16(const float* q, int dk, int dv, float scale, const PagedKv& kv,
+                          int32_t n_kv, float* out, float* scratch) {
+  alignas(32) float qf[1024];
+  for (int i = 0; i < dk; i += 8) _mm256_store_ps(qf + i, RoundHalf8(_mm256_loadu_ps(q + i)));
+  float* acc = scratch;
+  std::fill(acc, acc + dv, 0.0f);
+  float m = -INFINITY, s = 0.0f;
+  alignas(32) float dots[kKeys];
+  for (int32_t j0 = 0; j0 < n_kv; j0 += kKeys) {
+    Dots8<Sum::kDouble, true>(qf, dk, kv, j0, n_kv, dots);
+    const int32_t j1 = std::min(n_kv, j0 + kKeys);
+    for (int32_t j = j0; j < j1; ++j) {
+      const uint16_t* vr =
+          reinterpret_cast<const uint16_t*>(KvRow(kv.v_base, kv.v_row_stride, kv, j)) +
+          kv.v_head_offset;
+      const float x = dots[j - j0] * scale;
+      const float m_old = m;
+      float ms = 1.0f, vs = 1.0f;
+      if (x > m) {
+        m = x;
+        ms = std::exp(m_old - m);
+        const __m256 vms = _mm256_set1_ps(ms);
+        for (int i = 0; i < dv; i += 8)
+          _mm256_storeu_ps(acc + i, RoundHalf8(_mm256_mul_ps(_mm256_loadu_ps(acc + i), vms)));
+      } else {
+        vs = std::exp(x - m);
+      }
+      const __m256 vvs = _mm256_set1_ps(vs);
+      for (int i = 0; i < dv; i += 8) {
+        const __m256 prod = _mm256_mul_ps(LoadHalf8(vr + i), vvs);
+        _mm256_storeu_ps(acc + i, RoundHalf8(_mm256_add_ps(_mm256_loadu_ps(acc + i), prod)));
+      }
+      s = s * ms + vs;
+    }
+  }
+  const float inv = s > 0 ? 1.0f / s : 0.0f;
+  for (int i = 0; i < dv; ++i) out[i] = acc[i] * inv;
+}
+
+// F32 cache (the reference's AttendF32): scores, softmax, weighted sum.
+SHOAL_AVX2 void AttendF32(const float* q, int dk, int dv, float scale, const PagedKv& kv,
+                          int32_t n_kv, float* out, float* scratch) {
+  float m = -INFINITY;
+  alignas(32) float dots[kKeys];
+  for (int32_t j0 = 0; j0 < n_kv; j0 += kKeys) {
+    Dots8<Sum::kF32, false>(q, dk, kv, j0, n_kv, dots);
+    const int32_t j1 = std::min(n_kv, j0 + kKeys);
+    for (int32_t j = j0; j < j1; ++j) {
+      scratch[j] = dots[j - j0] * scale;
+      m = std::max(m, scratch[j]);
+    }
+  }
+  double sum = 0.0;
+  for (int32_t j = 0; j < n_kv; ++j) {
+    scratch[j] = std::exp(scratch[j] - m);
+    sum += scratch[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  std::fill(out, out + dv, 0.0f);
+  for (int32_t j = 0; j < n_kv; ++j) {
+    const float* vr =
+        reinterpret_cast<const float*>(KvRow(kv.v_base, kv.v_row_stride, kv, j)) + kv.v_head_offset;
+    const __m256 w = _mm256_set1_ps(scratch[j] * inv);
+    for (int i = 0; i < dv; i += 8) {
+      const __m256 prod = _mm256_mul_ps(_mm256_loadu_ps(vr + i), w);
+      _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(out + i), prod));
+    }
+  }
+}
+
+// F16 cache, tiled numerics (the reference's AttendF16Tiled).
+SHOAL_AVX2 void AttendF16Tiled(const float* q, int dk, int dv, float scale, const PagedKv& kv,
+                               int32_t n_kv, float* out, float* scratch) {
+  float* acc = scratch;     // [dv]
+  float* p = scratch + dv;  // [kAttnTile]
+  std::fill(acc, acc + dv, 0.0f);
+  float m = -INFINITY, s = 0.0f;
+  alignas(32) float dots[kKeys];
+  for (int32_t t0 = 0; t0 < n_kv; t0 += kAttnTile) {
+    const int32_t t1 = std::min(n_kv, t0 + kAttnTile);
+    float tile_max = -INFINITY;
+    for (int32_t j0 = t0; j0 < t1; j0 += kKeys) {
+      Dots8<Sum::kFma, true>(q, dk, kv, j0, n_kv, dots);
+      const int32_t j1 = std::min(t1, j0 + kKeys);
+      for (int32_t j = j0; j < j1; ++j) {
+        p[j - t0] = dots[j - j0] * scale;
+        tile_max = std::max(tile_max, p[j - t0]);
+      }
+    }
+    const float m_new = std::max(m, tile_max);
+    if (m_new > m && m != -INFINITY) {
+      const float ms = std::exp(m - m_new);
+      const __m256 vms = _mm256_set1_ps(ms);
+      for (int i = 0; i < dv; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_mul_ps(_mm256_loadu_ps(acc + i), vms));
+      s *= ms;
+    }
+    m = m_new;
+    double tile_sum = 0.0;
+    for (int32_t j = t0; j < t1; ++j) {
+      p[j - t0] = std::exp(p[j - t0] - m);
+      tile_sum += p[j - t0];
+    }
+    s = static_cast<float>(static_cast<double>(s) + tile_sum);
+    for (int32_t j = t0; j < t1; ++j) {
+      const uint16_t* vr =
+          reinterpret_cast<const uint16_t*>(KvRow(kv.v_base, kv.v_row_stride, kv, j)) +
+          kv.v_head_offset;
+      const __m256 w = _mm256_set1_ps(p[j - t0]);
+      for (int i = 0; i < dv; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(w, LoadHalf8(vr + i), _mm256_loadu_ps(acc + i)));
+    }
+  }
+  const float inv = s > 0 ? 1.0f / s : 0.0f;
+  for (int i = 0; i < dv; ++i) out[i] = acc[i] * inv;
+}
+
+bool CpuHasAvx2F16c() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                         __builtin_cpu_supports("f16c");
+  return ok;
+}
+
+}  // namespace
+
+bool AttendOneHeadAvx2(const float* q, int dk, int dv, float scale, const PagedKv& kv, int32_t n_kv,
+                       float* out, float* scratch, bool tiled) {
+  if (!CpuHasAvx2F16c() || dk % 8 != 0 || dv % 8 != 0 || dk > 1024 || dv > 1024 || n_kv <= 0)
+    return false;
+  if (kv.dtype == DType::kF16) {
+    if (tiled) {
+      AttendF16Tiled(q, dk, dv, scale, kv, n_kv, out, scratch);
+    } else {
+      AttendF16(q, dk, dv, scale, kv, n_kv, out, scratch);
+    }
+  } else {
+    AttendF32(q, dk, dv, scale, kv, n_kv, out, scratch);
+  }
+  return true;
+}
+
+#else
+
+bool AttendOneHeadAvx2(const float*, int, int, float, const PagedKv&, int32_t, float*, float*,
+                       bool) {
+  return false;
+}
+
+#endif
+
+}  // namespace shoal::kernels::internal
