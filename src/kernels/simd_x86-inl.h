@@ -67,7 +67,7 @@ HWY_INLINE int32_t HsumI32(__m256i v) {
 }
 
 // The fp16 scales of 8 consecutive blocks (at p, p + stride, ...) as 8 floats (F16C: exact).
-HWY_INLINE __m256 Halves8(const uint8_t* p, int stride) {
+HWY_INLINE __m256 Halves8Scalar(const uint8_t* p, int stride) {
   const __m128i h = _mm_setr_epi16(static_cast<int16_t>(internal::LoadU16(p)),
                                    static_cast<int16_t>(internal::LoadU16(p + stride)),
                                    static_cast<int16_t>(internal::LoadU16(p + 2 * stride)),
@@ -78,6 +78,39 @@ HWY_INLINE __m256 Halves8(const uint8_t* p, int stride) {
                                    static_cast<int16_t>(internal::LoadU16(p + 7 * stride)));
   return _mm256_cvtph_ps(h);
 }
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// AVX-512BW: the same 8 halves picked out of (masked, so never past the last one) 64-byte loads
+// by one or two word permutes: 4-6 instructions instead of 8 scalar loads and inserts, a third of
+// the decode matvec's instructions before. Block strides are even, so every scale is a word.
+HWY_INLINE __m256 Halves8(const uint8_t* p, int stride) {
+  if (stride % 2 != 0 || stride > 36) return Halves8Scalar(p, stride);
+  const int w = stride / 2;   // words per block
+  const int n16 = 7 * w + 1;  // words from p to the last scale, inclusive
+  auto mask = [](int n) -> __mmask32 {
+    return n >= 32 ? ~__mmask32{0} : n <= 0 ? __mmask32{0} : (__mmask32{1} << n) - 1;
+  };
+  const __m512i idx = _mm512_setr_epi64(
+      0 | (int64_t{w} << 16) | (int64_t{2 * w} << 32) | (int64_t{3 * w} << 48),
+      (4 * w) | (int64_t{5 * w} << 16) | (int64_t{6 * w} << 32) | (int64_t{7 * w} << 48), 0, 0, 0,
+      0, 0, 0);
+  const __m512i z0 = _mm512_maskz_loadu_epi16(mask(n16), p);
+  const __m512i z1 = _mm512_maskz_loadu_epi16(mask(n16 - 32), p + 64);
+  __m512i r = _mm512_permutex2var_epi16(z0, idx, z1);
+  if (n16 > 64) {
+    const __m512i z2 = _mm512_maskz_loadu_epi16(mask(n16 - 64), p + 128);
+    const __m512i z3 = _mm512_maskz_loadu_epi16(mask(n16 - 96), p + 192);
+    const __m512i hi =
+        _mm512_permutex2var_epi16(z2, _mm512_sub_epi16(idx, _mm512_set1_epi16(64)), z3);
+    // Lanes whose word index is >= 64 come from the second pair.
+    const __mmask32 from_hi = _mm512_cmpge_epu16_mask(idx, _mm512_set1_epi16(64)) & 0xFF;
+    r = _mm512_mask_mov_epi16(r, from_hi, hi);
+  }
+  return _mm256_cvtph_ps(_mm512_castsi512_si128(r));
+}
+#else
+HWY_INLINE __m256 Halves8(const uint8_t* p, int stride) { return Halves8Scalar(p, stride); }
+#endif
 
 // 16 bytes of packed nibbles -> 32 bytes: low nibbles (elements 0..15), then high (16..31).
 // The broadcast load and the per-64-bit-lane shift keep the shuffle port free.
