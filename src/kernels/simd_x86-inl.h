@@ -216,12 +216,30 @@ struct Q8_0Format : Fp16ScaledQ8_0<internal::q8_0::kBytes, internal::q8_0::kD> {
   }
 };
 
+#if HWY_TARGET == HWY_AVX3_DL
+// With VNNI: w = q - 8 in [-8, 7] once per weight block, then |w| x (y with w's sign) by one
+// dpbusd per activation row (exact int32 sums, the same integers as below).
+struct Q4_0Format : Fp16ScaledQ8_0<internal::q4_0::kBytes, internal::q4_0::kD> {
+  struct Unpacked {
+    __m256i w, abs_w;
+  };
+  static Unpacked Prep(const uint8_t* bw) {
+    const __m256i w = _mm256_sub_epi8(Nibbles32(bw + internal::q4_0::kQs), _mm256_set1_epi8(8));
+    return {w, _mm256_abs_epi8(w)};
+  }
+  static __m256i Block(const Unpacked& p, const uint8_t* bx) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), p.abs_w,
+                               _mm256_sign_epi8(LoadU256(bx + internal::q8_0::kQs), p.w));
+  }
+};
+#else
 struct Q4_0Format : Fp16ScaledQ8_0<internal::q4_0::kBytes, internal::q4_0::kD> {
   static __m256i Prep(const uint8_t* bw) { return Nibbles32(bw + internal::q4_0::kQs); }
   static __m256i Block(__m256i q, const uint8_t* bx) {
     return DotQ4Offset8(q, LoadU256(bx + internal::q8_0::kQs));
   }
 };
+#endif
 
 // The public-signature entry points of format F: one row, and four rows at once.
 template <class F>
