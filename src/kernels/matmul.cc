@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kernels/quant.h"
+#include "kernels/quant_internal.h"
 #include "kernels/simd.h"
 
 namespace shoal::kernels {
@@ -37,6 +38,14 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
   // Four tokens per weight row where the target has it (weights unpacked once for all four);
   // every output still has the bits of `dot`.
   const internal::SimdDot4Fn dot4 = internal::SimdDot4For(internal::BestSimdKernels(), w.type);
+  // Where the target has them (Q8_0 activations), kernels that take each activation block's
+  // scale as a float, converted once per token here instead of once per weight row.
+  const internal::SimdDotXdFn dot_xd = internal::SimdDotXdFor(internal::BestSimdKernels(), w.type);
+  const internal::SimdDot4XdFn dot4_xd =
+      internal::SimdDot4XdFor(internal::BestSimdKernels(), w.type);
+  const bool use_xd = dot_xd != nullptr && dot4_xd != nullptr && xt == DType::kQ8_0;
+  const int64_t nb = w.cols / internal::kQK;
+  const float* xd = nullptr;
 
   // Activations in the vec-dot type: F32 rows are used in place, others quantized once.
   const uint8_t* xq = reinterpret_cast<const uint8_t*>(x);
@@ -46,9 +55,19 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
     const uint64_t need = *xrow * static_cast<uint64_t>(n_tokens);
     if (scratch->xq.size() < need) scratch->xq.resize(need);
     uint8_t* buf = scratch->xq.data();
+    if (use_xd && scratch->xd.size() < static_cast<size_t>(nb * n_tokens))
+      scratch->xd.resize(static_cast<size_t>(nb * n_tokens));
+    float* xd_buf = scratch->xd.data();
     const int64_t cols = w.cols;
     auto quantize = [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) Quantize(xt, x + t * ldx, buf + t * *xrow, cols);
+      for (int64_t t = t0; t < t1; ++t) {
+        uint8_t* row = buf + t * *xrow;
+        Quantize(xt, x + t * ldx, row, cols);
+        if (use_xd) {
+          for (int64_t b = 0; b < nb; ++b)
+            xd_buf[t * nb + b] = internal::LoadHalf(row + b * internal::q8_0::kBytes);
+        }
+      }
     };
     if (pool != nullptr && n_tokens > 1) {
       pool->ParallelFor(n_tokens, 1, quantize);
@@ -57,6 +76,7 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
     }
     xq = buf;
     xq_stride = *xrow;
+    if (use_xd) xd = xd_buf;
   }
 
   // y[t, r] for rows [r0, r1): token tiles outside, row tiles inside, one dot per element.
@@ -69,17 +89,30 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
         for (; dot4 != nullptr && t + 4 <= t1; t += 4) {
           const void* xs[4];
           for (int j = 0; j < 4; ++j) xs[j] = xq + static_cast<uint64_t>(t + j) * xq_stride;
+          const float* xds[4];
+          for (int j = 0; j < 4; ++j) xds[j] = xd != nullptr ? xd + (t + j) * nb : nullptr;
           for (int64_t r = rt; r < rt1; ++r) {
             float out[4];
-            dot4(w.data + static_cast<uint64_t>(r) * w.row_bytes, xs, w.cols, out);
+            const uint8_t* wr = w.data + static_cast<uint64_t>(r) * w.row_bytes;
+            if (xd != nullptr) {
+              dot4_xd(wr, xs, xds, w.cols, out);
+            } else {
+              dot4(wr, xs, w.cols, out);
+            }
             for (int j = 0; j < 4; ++j) y[(t + j) * ldy + r] = out[j];
           }
         }
         for (; t < t1; ++t) {
           const uint8_t* xt_row = xq + static_cast<uint64_t>(t) * xq_stride;
           float* yt = y + t * ldy;
-          for (int64_t r = rt; r < rt1; ++r)
-            yt[r] = dot(w.data + static_cast<uint64_t>(r) * w.row_bytes, xt_row, w.cols);
+          if (xd != nullptr) {
+            const float* xdt = xd + t * nb;
+            for (int64_t r = rt; r < rt1; ++r)
+              yt[r] = dot_xd(w.data + static_cast<uint64_t>(r) * w.row_bytes, xt_row, xdt, w.cols);
+          } else {
+            for (int64_t r = rt; r < rt1; ++r)
+              yt[r] = dot(w.data + static_cast<uint64_t>(r) * w.row_bytes, xt_row, w.cols);
+          }
         }
       }
     }

@@ -21,6 +21,7 @@ struct MatrixView {
 // Reusable buffer for quantized activations (grows, never shrinks: no allocation per token).
 struct MatMulScratch {
   std::vector<uint8_t> xq;
+  std::vector<float> xd;  // Q8_0 activations: each block's scale as a float, [n_tokens, blocks]
 };
 
 // y[t * ldy + r] = dot(W row r, x[t * ldx ...]) for t < n_tokens, r < w.rows.

@@ -127,6 +127,18 @@ internal::SimdDot4Fn internal::SimdDot4For(const internal::SimdKernels& k, DType
   return nullptr;
 }
 
+internal::SimdDotXdFn internal::SimdDotXdFor(const internal::SimdKernels& k, DType wt) {
+  if (wt == DType::kQ8_0) return k.dot_xd_q8_0;
+  if (wt == DType::kQ4_0) return k.dot_xd_q4_0;
+  return nullptr;
+}
+
+internal::SimdDot4XdFn internal::SimdDot4XdFor(const internal::SimdKernels& k, DType wt) {
+  if (wt == DType::kQ8_0) return k.dot4_xd_q8_0;
+  if (wt == DType::kQ4_0) return k.dot4_xd_q4_0;
+  return nullptr;
+}
+
 DType VecDotType(DType w) {
   const Format* f = Find(w);
   SHOAL_CHECK_MSG(f != nullptr, "unsupported weight DType");

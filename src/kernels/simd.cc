@@ -129,6 +129,10 @@ const internal::SimdKernels* GetKernels() {
     k.dot_q4_0 = &DotQ4_0Q8_0;
     k.dot4_q8_0 = &Dot4Q8_0Q8_0;
     k.dot4_q4_0 = &Dot4Q4_0Q8_0;
+    k.dot_xd_q8_0 = &DotXdQ8_0Q8_0;
+    k.dot_xd_q4_0 = &DotXdQ4_0Q8_0;
+    k.dot4_xd_q8_0 = &Dot4XdQ8_0Q8_0;
+    k.dot4_xd_q4_0 = &Dot4XdQ4_0Q8_0;
     k.dot_q4_1 = &DotQ4_1Q8_1;
     k.dot_q5_0 = &DotQ5_0Q8_0;
     k.dot_q5_1 = &DotQ5_1Q8_1;

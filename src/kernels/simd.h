@@ -14,6 +14,11 @@ using SimdDotFn = float (*)(const void* w, const void* x, int64_t n);
 using SimdQuantizeFn = void (*)(const float* src, void* dst, int64_t n);
 // out[j] = dot(w, x[j]) for j < 4, each with exactly the bits of the single-row dot.
 using SimdDot4Fn = void (*)(const void* w, const void* const* x, int64_t n, float* out);
+// The same for Q8_0 activations whose block scales are also given as floats: xd[b] (one row) or
+// xd[j][b] (four rows) is the exact F32 value of block b's fp16 d. Same bits as without.
+using SimdDotXdFn = float (*)(const void* w, const void* x, const float* xd, int64_t n);
+using SimdDot4XdFn = void (*)(const void* w, const void* const* x, const float* const* xd,
+                              int64_t n, float* out);
 
 // One target's kernels; a null entry means "use the scalar reference" on that target.
 struct SimdKernels {
@@ -40,6 +45,10 @@ struct SimdKernels {
   SimdDot4Fn dot4_mxfp4 = nullptr;
   SimdDot4Fn dot4_q4_k = nullptr;
   SimdDot4Fn dot4_q6_k = nullptr;
+  SimdDotXdFn dot_xd_q8_0 = nullptr;  // with the activation scales as floats (MatMul)
+  SimdDotXdFn dot_xd_q4_0 = nullptr;
+  SimdDot4XdFn dot4_xd_q8_0 = nullptr;
+  SimdDot4XdFn dot4_xd_q4_0 = nullptr;
   SimdQuantizeFn quantize_q8_0 = nullptr;  // activation quantizer (x86 AVX semantics)
 };
 
@@ -54,5 +63,10 @@ VecDotFn SimdVecDotFor(const SimdKernels& k, DType wt);
 
 // Target k's four-row dot product for weight type wt, or null (then use the single-row one).
 SimdDot4Fn SimdDot4For(const SimdKernels& k, DType wt);
+
+// Target k's one- and four-row dot products taking float activation scales, or null (both are
+// null together).
+SimdDotXdFn SimdDotXdFor(const SimdKernels& k, DType wt);
+SimdDot4XdFn SimdDot4XdFor(const SimdKernels& k, DType wt);
 
 }  // namespace shoal::kernels::internal

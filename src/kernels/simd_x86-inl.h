@@ -141,8 +141,12 @@ HWY_INLINE __m256i DotQ4Offset8(__m256i q, __m256i y) {
 // Token j's result is the same expression as for NX = 1 and as the scalar reference: per 8
 // blocks, the 8 block sums by a fixed hadd tree (exact integers), lane k += (d_w * d_x) * isum_k
 // [+ m_w * s_x]; the tail blocks go to their lanes one by one; then the canonical 8-lane sum.
-template <int NX, class F>
-HWY_INLINE void DotBlocks32(const uint8_t* w, const uint8_t* const* x, int64_t n, float* out) {
+// With xd (Q8_0 activations only), xd[j][b] is activation row j's block-b scale already as a
+// float (the exact value of its fp16 d), so the kernel loads 8 of them instead of gathering the
+// halves; the arithmetic is unchanged.
+template <int NX, class F, bool kXd = false>
+HWY_INLINE void DotBlocks32(const uint8_t* w, const uint8_t* const* x, int64_t n, float* out,
+                            const float* const* xd = nullptr) {
   constexpr int kWBytes = F::kWBytes;
   constexpr int kXBytes = F::kXBytes;
   constexpr int kXD = 0;  // d is the first field of Q8_0 and Q8_1 blocks
@@ -169,7 +173,13 @@ HWY_INLINE void DotBlocks32(const uint8_t* w, const uint8_t* const* x, int64_t n
       const __m256i cd = _mm256_hadd_epi32(h[j][2], h[j][3]);  // blocks 4..7, per half
       const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
                                             _mm256_permute2x128_si256(ab, cd, 0x31));
-      const __m256 dd = _mm256_mul_ps(dw, Halves8(bx + kXD, kXBytes));
+      __m256 dx;
+      if constexpr (kXd) {
+        dx = _mm256_loadu_ps(xd[j] + b);
+      } else {
+        dx = Halves8(bx + kXD, kXBytes);
+      }
+      const __m256 dd = _mm256_mul_ps(dw, dx);
       __m256 v = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum));
       if constexpr (F::kHasMin) v = _mm256_add_ps(v, F::MinProducts8(bw, bx));
       acc[j] = _mm256_add_ps(acc[j], v);
@@ -256,6 +266,20 @@ void Dot4(const void* w, const void* const* x, int64_t n, float* out) {
                     out);
 }
 
+template <class F>
+float Dot1Xd(const void* w, const void* x, const float* xd, int64_t n) {
+  const auto* xp = static_cast<const uint8_t*>(x);
+  float out;
+  DotBlocks32<1, F, true>(static_cast<const uint8_t*>(w), &xp, n, &out, &xd);
+  return out;
+}
+
+template <class F>
+void Dot4Xd(const void* w, const void* const* x, const float* const* xd, int64_t n, float* out) {
+  DotBlocks32<4, F, true>(static_cast<const uint8_t*>(w),
+                          reinterpret_cast<const uint8_t* const*>(x), n, out, xd);
+}
+
 }  // namespace x86
 
 float DotQ8_0Q8_0(const void* w, const void* x, int64_t n) {
@@ -263,6 +287,23 @@ float DotQ8_0Q8_0(const void* w, const void* x, int64_t n) {
 }
 float DotQ4_0Q8_0(const void* w, const void* x, int64_t n) {
   return x86::Dot1<x86::Q4_0Format>(w, x, n);
+}
+
+// The same with the activations' block scales given as floats (MatMul converts them once per
+// token instead of once per weight row).
+float DotXdQ8_0Q8_0(const void* w, const void* x, const float* xd, int64_t n) {
+  return x86::Dot1Xd<x86::Q8_0Format>(w, x, xd, n);
+}
+float DotXdQ4_0Q8_0(const void* w, const void* x, const float* xd, int64_t n) {
+  return x86::Dot1Xd<x86::Q4_0Format>(w, x, xd, n);
+}
+void Dot4XdQ8_0Q8_0(const void* w, const void* const* x, const float* const* xd, int64_t n,
+                    float* out) {
+  x86::Dot4Xd<x86::Q8_0Format>(w, x, xd, n, out);
+}
+void Dot4XdQ4_0Q8_0(const void* w, const void* const* x, const float* const* xd, int64_t n,
+                    float* out) {
+  x86::Dot4Xd<x86::Q4_0Format>(w, x, xd, n, out);
 }
 
 // Four activation rows against one weight row: out[j] has the bits of the single-row dot.

@@ -10,6 +10,7 @@
 
 #include "base/fp16.h"
 #include "kernels/quant.h"
+#include "kernels/quant_internal.h"
 #include "kernels/simd.h"
 #include "kernels/test_util.h"
 
@@ -205,6 +206,52 @@ TEST(VecDot, FourRowKernelsMatchReference) {
     }
   }
   if (tested == 0) GTEST_SKIP() << "no four-row kernels on this CPU";
+}
+
+// The kernels given the activation scales as floats (MatMul) keep the reference bits.
+TEST(VecDot, FloatScaleKernelsMatchReference) {
+  int tested = 0;
+  for (const auto* k : internal::AllSimdKernels()) {
+    for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+      const internal::SimdDotXdFn dot1 = internal::SimdDotXdFor(*k, t);
+      const internal::SimdDot4XdFn dot4 = internal::SimdDot4XdFor(*k, t);
+      if (dot1 == nullptr || dot4 == nullptr) continue;
+      ++tested;
+      for (int64_t n : Sizes(t)) {
+        const Operands o = MakeOperands(t, n, static_cast<uint32_t>(n) + 13);
+        MisalignedBuffer w(o.w.size(), static_cast<int>(n / 32 % 4));
+        std::copy(o.w.begin(), o.w.end(), w.data());
+        std::vector<MisalignedBuffer> xs;
+        std::vector<std::vector<float>> xds(4);
+        const void* xp[4];
+        const float* xdp[4];
+        float want[4];
+        for (int j = 0; j < 4; ++j) {
+          const auto xf = RandomFloats(n, static_cast<uint32_t>(n * 5 + j), 1.0f + j);
+          std::vector<uint8_t> xq(Bytes(DType::kQ8_0, n));
+          Quantize(DType::kQ8_0, xf.data(), xq.data(), n);
+          xs.emplace_back(xq.size(), j);
+          std::copy(xq.begin(), xq.end(), xs.back().data());
+          for (int64_t b = 0; b < n / 32; ++b)
+            xds[static_cast<size_t>(j)].push_back(internal::LoadHalf(xq.data() + b * 34));
+          want[j] = ref::VecDot(t, o.w.data(), xq.data(), n);
+        }
+        for (int j = 0; j < 4; ++j) {
+          xp[j] = xs[static_cast<size_t>(j)].data();
+          xdp[j] = xds[static_cast<size_t>(j)].data();
+        }
+        float out[4];
+        dot4(w.data(), xp, xdp, n, out);
+        for (int j = 0; j < 4; ++j) {
+          ASSERT_EQ(Bits(out[j]), Bits(want[j]))
+              << k->target << " " << DTypeName(t) << " n=" << n << " row " << j;
+          ASSERT_EQ(Bits(dot1(w.data(), xp[j], xdp[j], n)), Bits(want[j]))
+              << k->target << " " << DTypeName(t) << " n=" << n << " one row " << j;
+        }
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no float-scale kernels on this CPU";
 }
 
 TEST(VecDot, ReportsTargets) {
