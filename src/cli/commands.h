@@ -16,5 +16,6 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner);
 void AddSynthCommand(CLI::App& app, Runner* runner);
 void AddQuantizeCommand(CLI::App& app, Runner* runner);
 void AddBenchCommand(CLI::App& app, Runner* runner);
+void AddServeCommand(CLI::App& app, Runner* runner);
 
 }  // namespace shoal::cli

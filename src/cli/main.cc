@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   shoal::cli::AddSynthCommand(app, &runner);
   shoal::cli::AddQuantizeCommand(app, &runner);
   shoal::cli::AddBenchCommand(app, &runner);
+  shoal::cli::AddServeCommand(app, &runner);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

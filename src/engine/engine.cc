@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace shoal {
 
@@ -34,6 +35,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig&
   if (cfg.n_threads <= 0) cfg.n_threads = HardwareThreads();
   if (cfg.block_size <= 0) return Errorf("block size must be positive");
   int32_t blocks = cfg.kv_blocks;
+  if (cfg.kv_mem_bytes > 0)
+    blocks = static_cast<int32_t>(
+        cfg.kv_mem_bytes / model->MakeKvLayout(1, cfg.block_size, cfg.kv_dtype).BytesPerBlock());
   if (blocks <= 0) {
     // Room for every sequence at full context, capped at 1 GiB of KV by default.
     const int64_t per_seq = BlockTable::BlocksFor(cfg.n_ctx, cfg.block_size);
@@ -59,6 +63,7 @@ Engine::Engine(std::unique_ptr<Executor> exec, const EngineConfig& cfg, int32_t 
 
 Result<int64_t> Engine::Add(Request req) {
   SHOAL_RETURN_IF_ERROR(req.sampling.Validate());
+  if (req.n != 1) return Errorf("n > 1 is not supported yet");
   const int64_t id = next_id_++;
   for (int32_t t : req.prompt)
     if (t < 0 || t >= exec_->n_vocab()) return Errorf("prompt token {} out of range", t);
@@ -68,6 +73,8 @@ Result<int64_t> Engine::Add(Request req) {
   l.tokens = std::move(req.prompt);
   l.sampler = std::make_unique<Sampler>(req.sampling, static_cast<int32_t>(exec_->n_vocab()));
   l.params = std::move(req.sampling);
+  l.logprobs = req.logprobs;
+  stats_.prompt_tokens_total += l.n_prompt;
   seqs_.emplace(id, std::move(l));
   return id;
 }
@@ -101,6 +108,21 @@ Result<std::vector<TokenEvent>> Engine::Step() {
     ev.id = c.seq_id;
     ev.token = l.sampler->Sample(lg, l.tokens);
     if (cfg_.return_logits) ev.logits.assign(lg, lg + V);
+    if (l.logprobs >= 0) {
+      float mx = lg[0];
+      for (int64_t v = 1; v < V; ++v) mx = std::max(mx, lg[v]);
+      double sum = 0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - mx));
+      const float lse = mx + static_cast<float>(std::log(sum));
+      ev.logprob = lg[ev.token] - lse;
+      std::vector<int32_t> idx(static_cast<size_t>(V));
+      for (int64_t v = 0; v < V; ++v) idx[static_cast<size_t>(v)] = static_cast<int32_t>(v);
+      const size_t k = std::min<size_t>(static_cast<size_t>(l.logprobs), idx.size());
+      std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(k), idx.end(),
+                        [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
+      for (size_t i = 0; i < k; ++i) ev.top_logprobs.emplace_back(idx[i], lg[idx[i]] - lse);
+    }
+    ++stats_.generation_tokens_total;
     l.tokens.push_back(ev.token);
     const int32_t n_gen = static_cast<int32_t>(l.tokens.size()) - l.n_prompt;
     const bool eog = std::find(eog_.begin(), eog_.end(), ev.token) != eog_.end();
@@ -117,6 +139,8 @@ Result<std::vector<TokenEvent>> Engine::Step() {
     }
     events.push_back(std::move(ev));
   }
+  stats_.n_running = static_cast<int32_t>(seqs_.size());
+  stats_.kv_usage = 1.0 - static_cast<double>(alloc_.n_free()) / alloc_.n_blocks();
   return events;
 }
 

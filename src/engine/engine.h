@@ -26,6 +26,9 @@ struct EngineConfig {
   DType kv_dtype = DType::kF16;  // F16 = llama.cpp's default numerics; F32 = exact
   int32_t max_num_seqs = 16;
   int32_t max_num_batched_tokens = 2048;
+  uint64_t kv_mem_bytes = 0;   // > 0: the KV pool holds this many bytes (overrides kv_blocks)
+  bool enable_prefix_caching = true;
+  int32_t swap_blocks = 0;     // CPU swap space in blocks; 0 = preempt by recompute
   bool return_logits = false;  // copy each sampled step's logits into the event (tests)
 };
 
@@ -59,13 +62,26 @@ const char* FinishReasonName(FinishReason r);
 struct Request {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
+  int32_t n = 1;          // parallel choices
+  int32_t logprobs = -1;  // -1: none; k >= 0: sampled token's logprob and the top k
 };
 
 struct TokenEvent {
   int64_t id = 0;
+  int32_t index = 0;  // choice
   int32_t token = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top_logprobs;
   FinishReason finish = FinishReason::kNone;  // set on the sequence's last event
   std::vector<float> logits;                  // only with EngineConfig::return_logits
+};
+
+struct EngineStats {
+  int32_t n_running = 0, n_waiting = 0, n_swapped = 0;
+  double kv_usage = 0;
+  int64_t prompt_tokens_total = 0, generation_tokens_total = 0, preemptions_total = 0,
+          prefix_queries_total = 0, prefix_hits_total = 0;
+  double kv_waste = 0;
 };
 
 class Engine {
@@ -84,6 +100,8 @@ class Engine {
   // Runs one step; returns the tokens sampled in it (at most one per sequence).
   Result<std::vector<TokenEvent>> Step();
   bool idle() const { return sched_.idle(); }
+  int32_t CachedTokens(int64_t id) const { return 0; }
+  EngineStats stats() const { return stats_; }
 
   // The tokens of a live request (prompt + generated).
   const std::vector<int32_t>& Tokens(int64_t id) const { return seqs_.at(id).tokens; }
@@ -95,6 +113,7 @@ class Engine {
     std::vector<int32_t> tokens;
     int32_t n_prompt = 0;
     SamplingParams params;
+    int32_t logprobs = -1;
     std::unique_ptr<Sampler> sampler;
   };
   void Release(int64_t id);
@@ -108,6 +127,7 @@ class Engine {
   int64_t next_id_ = 1;
   Batch batch_;
   std::vector<float> logits_;
+  EngineStats stats_;
 };
 
 }  // namespace shoal

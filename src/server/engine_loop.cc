@@ -1,0 +1,146 @@
+// EngineLoop: the step thread between the HTTP io thread and the Engine.
+#include "server/engine_loop.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+
+namespace shoal::server {
+
+EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, EventsFn on_events)
+    : engine_(std::move(engine)), on_events_(std::move(on_events)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+EngineLoop::~EngineLoop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t EngineLoop::Submit(Request req) {
+  uint64_t t = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    t = next_ticket_++;
+    submits_.emplace_back(t, std::move(req));
+  }
+  cv_.notify_one();
+  return t;
+}
+
+void EngineLoop::Cancel(uint64_t ticket) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cancels_.push_back(ticket);
+  }
+  cv_.notify_one();
+}
+
+EngineStats EngineLoop::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+int64_t EngineLoop::n_pending() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return static_cast<int64_t>(submits_.size());
+}
+
+int64_t EngineLoop::n_steps() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return steps_;
+}
+
+void EngineLoop::Forget(uint64_t ticket) {
+  auto it = ticket_to_id_.find(ticket);
+  if (it == ticket_to_id_.end()) return;
+  id_to_ticket_.erase(it->second);
+  first_sent_.erase(it->second);
+  live_choices_.erase(it->second);
+  ticket_to_id_.erase(it);
+}
+
+void EngineLoop::Run() {
+  std::vector<LoopEvent> out;
+  for (;;) {
+    std::deque<std::pair<uint64_t, Request>> submits;
+    std::vector<uint64_t> cancels;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] {
+        return stop_ || !submits_.empty() || !cancels_.empty() || !engine_->idle();
+      });
+      if (stop_) return;
+      submits.swap(submits_);
+      cancels.swap(cancels_);
+    }
+    out.clear();
+    for (auto& [ticket, req] : submits) {
+      const int32_t n = std::max<int32_t>(1, req.n);
+      Result<int64_t> id = engine_->Add(std::move(req));
+      if (!id.ok()) {
+        LoopEvent e;
+        e.ticket = ticket;
+        e.error = id.status();
+        out.push_back(std::move(e));
+        continue;
+      }
+      ticket_to_id_[ticket] = *id;
+      id_to_ticket_[*id] = ticket;
+      live_choices_[*id] = n;
+    }
+    for (uint64_t t : cancels) {
+      auto it = ticket_to_id_.find(t);
+      if (it == ticket_to_id_.end()) continue;
+      engine_->Cancel(it->second);
+      Forget(t);
+    }
+    if (!engine_->idle()) {
+      Result<std::vector<TokenEvent>> events = engine_->Step();
+      if (!events.ok()) {
+        // A failed step is a bug or an exhausted resource; fail every live request rather than
+        // spin on the same error.
+        Log(LogLevel::kError, "engine step failed: {}", events.status().message());
+        for (auto& [ticket, id] : ticket_to_id_) {
+          engine_->Cancel(id);
+          LoopEvent e;
+          e.ticket = ticket;
+          e.error = events.status();
+          out.push_back(std::move(e));
+        }
+        ticket_to_id_.clear();
+        id_to_ticket_.clear();
+        first_sent_.clear();
+        live_choices_.clear();
+      } else {
+        std::vector<uint64_t> done;
+        for (TokenEvent& ev : *events) {
+          auto it = id_to_ticket_.find(ev.id);
+          if (it == id_to_ticket_.end()) continue;
+          LoopEvent e;
+          e.ticket = it->second;
+          if (first_sent_[ev.id]++ == 0) e.cached_tokens = engine_->CachedTokens(ev.id);
+          // A request whose every choice finished leaves the maps (the engine freed it).
+          if (ev.finish != FinishReason::kNone && --live_choices_[ev.id] == 0)
+            done.push_back(it->second);
+          e.token = std::move(ev);
+          out.push_back(std::move(e));
+        }
+        for (uint64_t t : done) Forget(t);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stats_ = engine_->stats();
+      ++steps_;
+    }
+    if (!out.empty()) on_events_(std::move(out));
+    out = {};
+  }
+}
+
+}  // namespace shoal::server

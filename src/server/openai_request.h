@@ -1,0 +1,50 @@
+// Parsing and validating OpenAI /v1/completions and /v1/chat/completions bodies into one
+// GenerationRequest (token ids + sampling), with OpenAI-shaped errors.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+#include "server/api_error.h"
+#include "server/json_fields.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace shoal::server {
+
+// What request parsing needs to know about the served model.
+struct ModelInfo {
+  std::string name;            // --served-model-name (or the file name)
+  int32_t max_model_len = 0;   // prompt + generated tokens per sequence
+  const Tokenizer* tokenizer = nullptr;
+  std::optional<ChatTemplateKind> chat_template;  // nullopt: chat requests get a 400
+};
+
+// Limits on request fields (OpenAI's documented ranges where it has them).
+inline constexpr int32_t kMaxChoices = 16;       // n: each choice holds its own KV blocks
+inline constexpr int32_t kMaxTopLogprobs = 20;   // OpenAI's limit
+inline constexpr size_t kMaxStopStrings = 16;    // OpenAI allows 4; vLLM more
+inline constexpr size_t kMaxPromptsPerRequest = 256;
+
+struct GenerationRequest {
+  bool chat = false;
+  std::string model;
+  std::vector<std::vector<int32_t>> prompts;  // one engine request per prompt, each with n choices
+  std::vector<std::string> prompt_texts;      // the text of each prompt (for echo)
+  SamplingParams sampling;
+  int32_t n = 1;
+  int32_t logprobs = -1;  // top alternatives per token; -1: no logprobs
+  bool stream = false;
+  bool include_usage = false;
+  bool echo = false;
+};
+
+// Parses a body already known to be a JSON object. `chat` selects the endpoint's rules.
+// On failure returns the ApiError to send (400 / 404).
+std::optional<ApiError> ParseGenerationRequest(const Json& body, bool chat, const ModelInfo& model,
+                                               GenerationRequest* out);
+
+}  // namespace shoal::server

@@ -1,0 +1,283 @@
+// Server: request routing and the lifecycle (loading -> ready -> draining -> stopped).
+#include "server/server.h"
+
+#include <chrono>
+
+#include "base/log.h"
+
+namespace shoal::server {
+
+namespace {
+
+constexpr const char* kJson = "application/json";
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Constant-time comparison, so the key cannot be guessed byte by byte from response timing.
+bool SameKey(const std::string& a, const std::string& b) {
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i]) ^
+                                               static_cast<unsigned char>(i < b.size() ? b[i] : 0);
+  return diff == 0;
+}
+
+}  // namespace
+
+Server::Server(ServerConfig cfg) : cfg_(std::move(cfg)) {
+  http_ = std::make_unique<HttpServer>(
+      cfg_.http, [this](const HttpRequest& r, std::shared_ptr<HttpExchange> ex) {
+        Handle(r, std::move(ex));
+      });
+  metrics_ = std::make_unique<Metrics>(cfg_.served_model_name);
+  created_ = UnixNow();
+}
+
+Server::~Server() {
+  loop_.reset();  // joins the engine thread before the io objects go away
+}
+
+Status Server::Listen() {
+  SHOAL_RETURN_IF_ERROR(http_->Listen());
+  http_->OnSignal([this](int sig) {
+    Log(LogLevel::kInfo, "signal {}: draining", sig);
+    BeginDrain();
+  });
+  return Status::Ok();
+}
+
+void Server::SetReady(ServedModel model) {
+  auto shared = std::make_shared<ServedModel>(std::move(model));
+  http_->Post([this, shared] {
+    model_ = std::move(*shared);
+    job_ctx_.tokenizer = model_.tokenizer;
+    job_ctx_.eog = model_.eog;
+    job_ctx_.metrics = metrics_.get();
+    loop_ = std::make_unique<EngineLoop>(
+        std::move(model_.engine), [this](std::vector<LoopEvent> events) {
+          auto ev = std::make_shared<std::vector<LoopEvent>>(std::move(events));
+          http_->Post([this, ev] { OnEvents(std::move(*ev)); });
+        });
+    EngineLoop* loop = loop_.get();
+    job_ctx_.cancel = [loop](uint64_t t) { loop->Cancel(t); };
+    ready_ = !draining_;
+    Log(LogLevel::kInfo, "serving '{}' on {}:{}", model_.info.name, cfg_.http.host, port());
+  });
+}
+
+void Server::SetFailed(Status s) {
+  http_->Post([this, s] {
+    failed_ = s;
+    http_->Stop();
+  });
+}
+
+Status Server::Run() {
+  http_->Run();
+  loop_.reset();
+  return failed_;
+}
+
+void Server::Shutdown() {
+  http_->Post([this] { BeginDrain(); });
+}
+
+void Server::BeginDrain() {
+  if (draining_) return;
+  draining_ = true;
+  ready_ = false;
+  http_->StopAccepting();
+  MaybeFinishDrain();
+  http_->After(cfg_.drain_timeout_s * 1000, [this] {
+    // Time is up: cancel what is left; streams end, waiting clients get 503.
+    std::vector<std::shared_ptr<GenerationJob>> left;
+    for (auto& [p, j] : jobs_) left.push_back(j);
+    for (auto& j : left) j->Abort();
+    jobs_.clear();
+    by_ticket_.clear();
+    MaybeFinishDrain();
+  });
+}
+
+void Server::MaybeFinishDrain() {
+  if (!draining_ || !jobs_.empty()) return;
+  // Give the last responses a moment to flush (100 ms is far above a loopback write).
+  http_->After(100, [this] { http_->Stop(); });
+}
+
+void Server::SendError(HttpExchange& ex, const ApiError& e, const Headers& extra) {
+  ex.Respond(e.status, kJson, e.ToJson(), extra);
+}
+
+void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
+  const std::string& path = req.target;
+  if (path == "/health") {
+    if (ready_) {
+      ex->Respond(200, kJson, R"({"status":"ok"})");
+    } else {
+      ex->Respond(503, kJson,
+                  draining_ ? R"({"status":"draining"})" : R"({"status":"loading"})");
+    }
+    return;
+  }
+  if (path == "/metrics") {
+    const EngineStats es = loop_ ? loop_->stats() : EngineStats{};
+    ex->Respond(200, "text/plain; version=0.0.4; charset=utf-8",
+                metrics_->Render(es, loop_ ? loop_->n_pending() : 0));
+    return;
+  }
+  if (path.rfind("/v1/", 0) == 0 && !cfg_.api_key.empty()) {
+    const std::string auth = req.Header("authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.rfind(prefix, 0) != 0 || !SameKey(auth.substr(prefix.size()), cfg_.api_key)) {
+      SendError(*ex, ApiError::Unauthorized());
+      return;
+    }
+  }
+  const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
+                     path == "/tokenize" || path == "/detokenize" || path == "/v1/models" ||
+                     path.rfind("/v1/models/", 0) == 0;
+  if (!known) {
+    SendError(*ex, ApiError::NotFound(path));
+    return;
+  }
+  const bool is_get = path.rfind("/v1/models", 0) == 0;
+  if ((is_get && req.method != "GET") || (!is_get && req.method != "POST")) {
+    SendError(*ex, ApiError::MethodNotAllowed(req.method, path));
+    return;
+  }
+  if (!ready_) {
+    SendError(*ex, ApiError::Unavailable(draining_ ? "the server is shutting down"
+                                                   : "the model is still loading"),
+              {{"Retry-After", "1"}});
+    return;
+  }
+  if (path == "/v1/completions") return HandleGeneration(req, std::move(ex), false);
+  if (path == "/v1/chat/completions") return HandleGeneration(req, std::move(ex), true);
+  if (path == "/tokenize") return HandleTokenize(req, std::move(ex));
+  if (path == "/detokenize") return HandleDetokenize(req, std::move(ex));
+  return HandleModels(req, std::move(ex));
+}
+
+void Server::HandleModels(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
+  Json m = {{"id", model_.info.name},
+            {"object", "model"},
+            {"created", created_},
+            {"owned_by", "shoal"},
+            {"root", model_.info.name},
+            {"parent", nullptr},
+            {"max_model_len", model_.info.max_model_len}};
+  if (!model_.meta.is_null()) m["meta"] = model_.meta;
+  if (req.target != "/v1/models") {
+    const std::string name = req.target.substr(std::string("/v1/models/").size());
+    if (name != model_.info.name) return SendError(*ex, ApiError::ModelNotFound(name));
+    return ex->Respond(200, kJson, DumpJson(m));
+  }
+  ex->Respond(200, kJson, DumpJson(Json{{"object", "list"}, {"data", Json::array({m})}}));
+}
+
+void Server::HandleTokenize(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
+  auto body = ParseJsonObject(req.body);
+  if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
+  // vLLM sends "prompt" (or "messages"), llama.cpp "content"; both are accepted.
+  std::string text;
+  auto add_special = GetBool(*body, "add_special_tokens");
+  if (!add_special.ok()) return SendError(*ex, ApiError::BadRequest(add_special.status().message()));
+  bool special = add_special->value_or(true);
+  if (body->contains("messages")) {
+    GenerationRequest g;
+    Json copy = *body;
+    copy.erase("model");
+    if (auto e = ParseGenerationRequest(copy, true, model_.info, &g)) return SendError(*ex, *e);
+    text = g.prompt_texts[0];
+  } else {
+    auto p = GetString(*body, body->contains("content") ? "content" : "prompt");
+    if (!p.ok()) return SendError(*ex, ApiError::BadRequest(p.status().message()));
+    if (!p->has_value()) return SendError(*ex, ApiError::BadRequest("'prompt' is required", "prompt"));
+    text = **p;
+    auto as = GetBool(*body, "add_special");  // llama.cpp's name
+    if (as.ok() && as->has_value()) special = **as;
+  }
+  const std::vector<int32_t> ids = model_.tokenizer->Encode(text, special, true);
+  Json out = {{"tokens", ids},
+              {"count", ids.size()},
+              {"max_model_len", model_.info.max_model_len}};
+  auto pieces = GetBool(*body, "with_pieces");
+  if (pieces.ok() && pieces->value_or(false)) {
+    Json ps = Json::array();
+    for (int32_t id : ids) ps.push_back({{"id", id}, {"piece", model_.tokenizer->TokenToPiece(id, true)}});
+    out["pieces"] = ps;
+  }
+  ex->Respond(200, kJson, DumpJson(out));
+}
+
+void Server::HandleDetokenize(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
+  auto body = ParseJsonObject(req.body);
+  if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
+  auto it = body->find("tokens");
+  if (it == body->end() || !it->is_array())
+    return SendError(*ex, ApiError::BadRequest("'tokens' must be a list of token ids", "tokens"));
+  std::vector<int32_t> ids;
+  for (const Json& t : *it) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() >= model_.tokenizer->n_vocab())
+      return SendError(*ex, ApiError::BadRequest("token ids must be integers in [0, n_vocab)",
+                                                 "tokens"));
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  const std::string text = model_.tokenizer->Decode(ids, false);
+  ex->Respond(200, kJson, DumpJson(Json{{"prompt", text}, {"content", text}}));
+}
+
+void Server::HandleGeneration(const HttpRequest& req, std::shared_ptr<HttpExchange> ex,
+                              bool chat) {
+  auto body = ParseJsonObject(req.body);
+  if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
+  GenerationRequest g;
+  if (auto e = ParseGenerationRequest(*body, chat, model_.info, &g)) return SendError(*ex, *e);
+  int64_t waiting = loop_->n_pending();
+  for (const auto& [p, j] : jobs_) waiting += j->waiting() ? 1 : 0;
+  if (cfg_.max_queued_requests >= 0 && waiting >= cfg_.max_queued_requests)
+    return SendError(*ex, ApiError::TooManyRequests(static_cast<int>(waiting)),
+                     {{"Retry-After", "1"}});
+  auto job = std::make_shared<GenerationJob>(g, ex, job_ctx_);
+  std::vector<uint64_t> tickets;
+  for (size_t p = 0; p < g.prompts.size(); ++p) {
+    Request r;
+    r.prompt = g.prompts[p];
+    r.sampling = g.sampling;
+    r.n = g.n;
+    r.logprobs = g.logprobs;
+    tickets.push_back(loop_->Submit(std::move(r)));
+  }
+  for (uint64_t t : tickets) by_ticket_[t] = job;
+  job->SetTickets(tickets);
+  jobs_[job.get()] = job;
+  std::weak_ptr<GenerationJob> weak = job;
+  ex->OnClose([this, weak] {
+    auto j = weak.lock();
+    if (!j) return;
+    j->Abort();
+    for (uint64_t t : j->tickets()) by_ticket_.erase(t);
+    jobs_.erase(j.get());
+    MaybeFinishDrain();
+  });
+}
+
+void Server::OnEvents(std::vector<LoopEvent> events) {
+  for (const LoopEvent& e : events) {
+    auto it = by_ticket_.find(e.ticket);
+    if (it == by_ticket_.end()) continue;
+    std::shared_ptr<GenerationJob> job = it->second;
+    if (job->OnEvent(e)) {
+      for (uint64_t t : job->tickets()) by_ticket_.erase(t);
+      jobs_.erase(job.get());
+    }
+  }
+  MaybeFinishDrain();
+}
+
+}  // namespace shoal::server

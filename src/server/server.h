@@ -1,0 +1,79 @@
+// The OpenAI-compatible server: routes, auth, queue limits, health, metrics and graceful
+// shutdown over an HttpServer and an EngineLoop.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "server/engine_loop.h"
+#include "server/generation_job.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+
+namespace shoal::server {
+
+struct ServerConfig {
+  HttpServerOptions http;
+  std::string api_key;                 // "" = no authentication
+  std::string served_model_name;
+  int64_t max_queued_requests = 4096;  // requests with no token yet; more get 429
+  int drain_timeout_s = 30;            // SIGTERM: in-flight requests get this long to finish
+};
+
+// What the server serves once the model is loaded.
+struct ServedModel {
+  std::unique_ptr<Engine> engine;
+  const Tokenizer* tokenizer = nullptr;  // owned by the caller, outlives the server
+  ModelInfo info;
+  std::vector<int32_t> eog;
+  nlohmann::json meta;  // extra fields for /v1/models (n_params, n_ctx_train, ...)
+};
+
+class Server {
+ public:
+  explicit Server(ServerConfig cfg);
+  ~Server();
+
+  // Binds the port; /health answers 503 until SetReady.
+  Status Listen();
+  int port() const { return http_->port(); }
+  // Thread-safe: the model is loaded; start serving.
+  void SetReady(ServedModel model);
+  // Thread-safe: load failed; the server exits Run with this status.
+  void SetFailed(Status s);
+  // Runs until a graceful shutdown (SIGTERM/SIGINT or Shutdown()) completes.
+  Status Run();
+  // Thread-safe: begins the graceful shutdown.
+  void Shutdown();
+
+ private:
+  void Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex);
+  void HandleGeneration(const HttpRequest& req, std::shared_ptr<HttpExchange> ex, bool chat);
+  void HandleTokenize(const HttpRequest& req, std::shared_ptr<HttpExchange> ex);
+  void HandleDetokenize(const HttpRequest& req, std::shared_ptr<HttpExchange> ex);
+  void HandleModels(const HttpRequest& req, std::shared_ptr<HttpExchange> ex);
+  void OnEvents(std::vector<LoopEvent> events);  // io thread
+  void BeginDrain();
+  void MaybeFinishDrain();
+  static void SendError(HttpExchange& ex, const ApiError& e, const Headers& extra = {});
+
+  ServerConfig cfg_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<Metrics> metrics_;
+  // Io thread state.
+  ServedModel model_;
+  std::unique_ptr<EngineLoop> loop_;
+  bool ready_ = false, draining_ = false;
+  Status failed_;
+  JobContext job_ctx_;
+  std::unordered_map<uint64_t, std::shared_ptr<GenerationJob>> by_ticket_;
+  std::unordered_map<GenerationJob*, std::shared_ptr<GenerationJob>> jobs_;
+  int64_t created_ = 0;
+};
+
+}  // namespace shoal::server
