@@ -24,6 +24,11 @@ constexpr int64_t kRowGrain = 16;
 // in L1 while all 16 x 32 dots run, four tokens per weight row where a four-row kernel exists.
 constexpr int64_t kTokenTile = 32;
 
+// Below this many multiply-adds (about 6 us of one core's work) a matmul runs on the calling
+// thread: waking the pool costs microseconds when idle and a whole scheduler slice (ms) when
+// the cores are oversubscribed, which made tiny models 100x slower with 2 threads under load.
+constexpr int64_t kMinParallelMacs = int64_t{1} << 17;
+
 }  // namespace
 
 void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, float* y,
@@ -69,7 +74,7 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
         }
       }
     };
-    if (pool != nullptr && n_tokens > 1) {
+    if (pool != nullptr && n_tokens > 1 && n_tokens * cols >= kMinParallelMacs) {
       pool->ParallelFor(n_tokens, 1, quantize);
     } else {
       quantize(0, n_tokens);
@@ -117,7 +122,7 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
       }
     }
   };
-  if (pool != nullptr) {
+  if (pool != nullptr && w.rows * w.cols * n_tokens >= kMinParallelMacs) {
     pool->ParallelFor(w.rows, kRowGrain, rows);
   } else {
     rows(0, w.rows);

@@ -172,7 +172,12 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
                              scratch, tiled_ok && pos < c.tiled_until);
     }
   };
-  if (pool) {
+  // Tiny attention (under ~2^17 multiply-adds: short contexts of small models) runs inline;
+  // see kernels::MatMul for why waking the pool costs more than it saves there.
+  int64_t macs = 0;
+  for (const SeqChunk& c : b.chunks)
+    macs += int64_t{c.n_tokens} * (c.pos0 + c.n_tokens) * hp.n_head * (hdk + hdv);
+  if (pool && macs >= (int64_t{1} << 17)) {
     pool->Run(work);
   } else {
     work(0, 1);

@@ -244,9 +244,15 @@ bool GenerationJob::Abort() {
   done_ = true;
   ctx_.metrics->RequestFinished("abort");
   ctx_.metrics->ObserveE2e(NowSeconds() - t_start_);
-  if (started_stream_) {
+  if (ex_->closed()) return true;
+  if (req_.stream) {
+    // The stream ends well-formed: each open choice gets finish_reason "abort", then [DONE].
+    StartStreamIfNeeded();
+    for (size_t c = 0; c < choices_.size(); ++c)
+      if (choices_[c]->finish.empty()) EmitChunk(c, "", {}, "abort");
+    ex_->Write("data: [DONE]\n\n");
     ex_->EndStream();
-  } else if (!ex_->closed()) {
+  } else {
     ApiError err = ApiError::Unavailable("the server is shutting down; the request was cancelled");
     ex_->Respond(err.status, "application/json", err.ToJson());
   }

@@ -198,7 +198,9 @@ void Server::HandleTokenize(const HttpRequest& req, std::shared_ptr<HttpExchange
     if (!p.ok()) return SendError(*ex, ApiError::BadRequest(p.status().message()));
     if (!p->has_value()) return SendError(*ex, ApiError::BadRequest("'prompt' is required", "prompt"));
     text = **p;
-    auto as = GetBool(*body, "add_special");  // llama.cpp's name
+    // llama.cpp's form ({"content", "add_special"}) defaults to no BOS, vLLM's to BOS.
+    if (body->contains("content")) special = false;
+    auto as = GetBool(*body, "add_special");
     if (as.ok() && as->has_value()) special = **as;
   }
   const std::vector<int32_t> ids = model_.tokenizer->Encode(text, special, true);
