@@ -143,7 +143,8 @@ TEST_F(EngineTest, SameTokensAloneOrAmong63Others) {
   std::mt19937 rng(11);
   std::vector<Request> all;
   std::uniform_int_distribution<int32_t> len(5, 150), gen(4, 40);
-  for (int i = 0; i < 60; ++i) all.push_back(Req(Prompt(rng, len(rng)), gen(rng), i % 2 ? 0.8f : 0, i));
+  for (int i = 0; i < 60; ++i)
+    all.push_back(Req(Prompt(rng, len(rng)), gen(rng), i % 2 ? 0.8f : 0, i));
   std::vector<size_t> at;
   for (size_t t = 0; t < targets.size(); ++t) {
     at.push_back(15 * t + 3);
@@ -192,7 +193,8 @@ TEST_F(EngineTest, PreemptionByRecomputeGivesTheSameTokens) {
     EXPECT_GT(st.preemptions, 0);
     EXPECT_EQ(st.max_swapped, 0);
     EXPECT_EQ(st.last.kv_usage, 0.0);
-    for (size_t i = 0; i < ref.size(); ++i) ExpectSame(ref[i], got[i], "request " + std::to_string(i));
+    for (size_t i = 0; i < ref.size(); ++i)
+      ExpectSame(ref[i], got[i], "request " + std::to_string(i));
   }
 }
 
@@ -206,7 +208,8 @@ TEST_F(EngineTest, PreemptionBySwapGivesTheSameTokens) {
   const std::vector<Output> got = RunAll(tiny, Crowd(), &st);
   EXPECT_GT(st.preemptions, 0);
   EXPECT_GT(st.max_swapped, 0);
-  for (size_t i = 0; i < ref.size(); ++i) ExpectSame(ref[i], got[i], "request " + std::to_string(i));
+  for (size_t i = 0; i < ref.size(); ++i)
+    ExpectSame(ref[i], got[i], "request " + std::to_string(i));
 }
 
 // Requests run one after another on one engine: later ones hit the prefix cache and still give
@@ -331,7 +334,8 @@ TEST_F(EngineTest, RejectsBadRequests) {
 
 TEST_F(EngineTest, KvMemBytesSizesThePool) {
   EngineConfig c = BaseConfig();
-  const uint64_t per_block = model_->model->MakeKvLayout(1, c.block_size, c.kv_dtype).BytesPerBlock();
+  const uint64_t per_block =
+      model_->model->MakeKvLayout(1, c.block_size, c.kv_dtype).BytesPerBlock();
   c.kv_mem_bytes = per_block * 100 + per_block / 2;
   auto engine = Engine::Create(model_->model.get(), c, {2});
   ASSERT_TRUE(engine.ok()) << engine.status().message();

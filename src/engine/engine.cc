@@ -70,11 +70,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig&
       KvStore kv, KvStore::Create(model->MakeKvLayout(n_blocks, cfg.block_size, cfg.kv_dtype)));
   std::optional<KvStore> swap;
   if (cfg.swap_blocks > 0) {
-    SHOAL_ASSIGN_OR_RETURN(swap, KvStore::Create(model->MakeKvLayout(cfg.swap_blocks,
-                                                                     cfg.block_size, cfg.kv_dtype)));
+    SHOAL_ASSIGN_OR_RETURN(
+        swap, KvStore::Create(model->MakeKvLayout(cfg.swap_blocks, cfg.block_size, cfg.kv_dtype)));
   }
-  auto exec =
-      std::make_unique<LocalExecutor>(model, std::move(kv), std::move(swap), cfg.n_threads);
+  auto exec = std::make_unique<LocalExecutor>(model, std::move(kv), std::move(swap), cfg.n_threads);
   return std::make_unique<Engine>(std::move(exec), cfg, n_blocks, std::move(eog_ids));
 }
 
@@ -107,7 +106,8 @@ Engine::Engine(std::unique_ptr<Executor> exec, const EngineConfig& cfg, int32_t 
 
 Result<int64_t> Engine::Add(Request req) {
   SHOAL_RETURN_IF_ERROR(req.sampling.Validate());
-  if (req.n < 1 || req.n > kMaxChoices) return Errorf("n must be in [1, {}], got {}", kMaxChoices, req.n);
+  if (req.n < 1 || req.n > kMaxChoices)
+    return Errorf("n must be in [1, {}], got {}", kMaxChoices, req.n);
   if (req.logprobs < -1 || req.logprobs > kMaxLogprobs)
     return Errorf("logprobs must be in [0, {}], got {}", kMaxLogprobs, req.logprobs);
   for (int32_t t : req.prompt)

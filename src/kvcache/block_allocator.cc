@@ -18,10 +18,14 @@ BlockAllocator::BlockAllocator(int32_t n_blocks)
 
 void BlockAllocator::LruUnlink(int32_t b) {
   const size_t i = static_cast<size_t>(b);
-  if (prev_[i] >= 0) next_[static_cast<size_t>(prev_[i])] = next_[i];
-  else head_ = next_[i];
-  if (next_[i] >= 0) prev_[static_cast<size_t>(next_[i])] = prev_[i];
-  else tail_ = prev_[i];
+  if (prev_[i] >= 0)
+    next_[static_cast<size_t>(prev_[i])] = next_[i];
+  else
+    head_ = next_[i];
+  if (next_[i] >= 0)
+    prev_[static_cast<size_t>(next_[i])] = prev_[i];
+  else
+    tail_ = prev_[i];
   prev_[i] = next_[i] = -1;
   --n_lru_;
 }
@@ -30,8 +34,10 @@ void BlockAllocator::LruPushBack(int32_t b) {
   const size_t i = static_cast<size_t>(b);
   prev_[i] = tail_;
   next_[i] = -1;
-  if (tail_ >= 0) next_[static_cast<size_t>(tail_)] = b;
-  else head_ = b;
+  if (tail_ >= 0)
+    next_[static_cast<size_t>(tail_)] = b;
+  else
+    head_ = b;
   tail_ = b;
   ++n_lru_;
 }

@@ -79,8 +79,8 @@ TEST(PrefixHashTest, ChainsDependOnParentTokensAndTiling) {
 }
 
 TEST(KvStoreTest, CopyBlockCopiesEveryLayer) {
-  KvLayout l{.n_layers = 2, .k_dim = 4, .v_dim = 2, .dtype = DType::kF32, .block_size = 2,
-             .n_blocks = 3};
+  KvLayout l{
+      .n_layers = 2, .k_dim = 4, .v_dim = 2, .dtype = DType::kF32, .block_size = 2, .n_blocks = 3};
   auto a = KvStore::Create(l);
   l.n_blocks = 1;
   auto b = KvStore::Create(l);

@@ -26,8 +26,7 @@ Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> tokens) {
   s.order = next_order_++;
   s.tokens = std::move(tokens);
   s.n_prompt = n_prompt;
-  s.tiled_until =
-      cfg_.tiled_prompt_min > 0 && n_prompt >= cfg_.tiled_prompt_min ? n_prompt : 0;
+  s.tiled_until = cfg_.tiled_prompt_min > 0 && n_prompt >= cfg_.tiled_prompt_min ? n_prompt : 0;
   s.arrival_us = Now();
   seqs_.emplace(seq_id, std::move(s));
   waiting_.push_back(seq_id);
@@ -90,8 +89,7 @@ int64_t Scheduler::QueueMicros(int64_t seq_id) const {
 }
 
 double Scheduler::KvUsage() const {
-  return alloc_->n_blocks() == 0 ? 0.0
-                                 : static_cast<double>(alloc_->n_used()) / alloc_->n_blocks();
+  return alloc_->n_blocks() == 0 ? 0.0 : static_cast<double>(alloc_->n_used()) / alloc_->n_blocks();
 }
 
 double Scheduler::KvWaste() const {
@@ -148,9 +146,8 @@ int32_t Scheduler::CowIndex(const Seq& s) const {
 }
 
 bool Scheduler::EnsureBlocks(Seq& s, int32_t n, StepPlan* plan) {
-  const int32_t need = std::max(
-      0, BlockTable::BlocksFor(s.n_computed + n, cfg_.block_size) -
-             static_cast<int32_t>(s.table.blocks.size()));
+  const int32_t need = std::max(0, BlockTable::BlocksFor(s.n_computed + n, cfg_.block_size) -
+                                       static_cast<int32_t>(s.table.blocks.size()));
   const int32_t cow = CowIndex(s);
   if (need + (cow >= 0 ? 1 : 0) > alloc_->n_free()) return false;
   if (cow >= 0) {
@@ -167,8 +164,8 @@ bool Scheduler::EnsureBlocks(Seq& s, int32_t n, StepPlan* plan) {
 
 // Tokens `s` could compute now with the free blocks.
 int32_t Scheduler::Fit(const Seq& s) const {
-  const int32_t blocks = static_cast<int32_t>(s.table.blocks.size()) + alloc_->n_free() -
-                         (CowIndex(s) >= 0 ? 1 : 0);
+  const int32_t blocks =
+      static_cast<int32_t>(s.table.blocks.size()) + alloc_->n_free() - (CowIndex(s) >= 0 ? 1 : 0);
   return std::max(0, blocks * cfg_.block_size - s.n_computed);
 }
 
@@ -211,11 +208,10 @@ void Scheduler::Preempt(Seq& v, StepPlan* plan) {
       v.swap_slots.push_back(slot);
     }
     v.state = SeqState::kSwapped;
-    swapped_.insert(std::upper_bound(swapped_.begin(), swapped_.end(), v.id,
-                                     [&](int64_t a, int64_t b) {
-                                       return Newer(seqs_.at(b), seqs_.at(a));
-                                     }),
-                    v.id);
+    swapped_.insert(
+        std::upper_bound(swapped_.begin(), swapped_.end(), v.id,
+                         [&](int64_t a, int64_t b) { return Newer(seqs_.at(b), seqs_.at(a)); }),
+        v.id);
   } else {
     v.n_computed = 0;
     v.state = SeqState::kWaiting;

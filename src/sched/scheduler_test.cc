@@ -108,7 +108,8 @@ TEST(SchedulerTest, RejectsImpossiblePrompts) {
 TEST(SchedulerTest, PreemptionByRecomputePicksTheNewest) {
   BlockAllocator alloc(6);
   Scheduler s(Cfg(4), &alloc);
-  for (int64_t id = 1; id <= 3; ++id) ASSERT_TRUE(s.Add(id, Seq(4, 10 * static_cast<int32_t>(id))).ok());
+  for (int64_t id = 1; id <= 3; ++id)
+    ASSERT_TRUE(s.Add(id, Seq(4, 10 * static_cast<int32_t>(id))).ok());
   ASSERT_TRUE(s.Add(4, Seq(4)).ok());  // waits: no blocks after the first three grow
   StepPlan p = s.Schedule();
   EXPECT_EQ(p.chunks.size(), 4u);  // one block each
