@@ -383,3 +383,87 @@ TEST_F(EngineTest, KvWasteStaysUnderFourPercent) {
 
 }  // namespace
 }  // namespace shoal::testing
+
+namespace shoal::testing {
+namespace {
+
+// Runs requests one after another on one engine; returns per request its tokens and logits.
+std::vector<std::pair<int32_t, std::vector<std::vector<float>>>> Sequential(
+    Model* model, bool caching, const std::vector<Request>& reqs, std::vector<int32_t>* cached) {
+  EngineConfig c;
+  c.n_threads = 1;
+  c.n_ctx = 256;
+  c.return_logits = true;
+  c.enable_prefix_caching = caching;
+  auto engine = Engine::Create(model, c, {});
+  EXPECT_TRUE(engine.ok());
+  std::vector<std::pair<int32_t, std::vector<std::vector<float>>>> out;
+  for (const Request& r : reqs) {
+    EXPECT_TRUE((*engine)->Add(r).ok());
+    out.emplace_back();
+    while (!(*engine)->idle()) {
+      auto ev = (*engine)->Step();
+      EXPECT_TRUE(ev.ok());
+      for (auto& e : *ev) {
+        if (out.back().second.empty() && cached) cached->push_back((*engine)->CachedTokens(e.id));
+        out.back().second.push_back(e.logits);
+      }
+    }
+  }
+  return out;
+}
+
+// A model whose value width takes llama.cpp's tiled attention numerics: a prompt's KV rows
+// differ in the last bits between tiled (>= 64-token prompt) and one-chunk positions. Prefix
+// hits must still be bit-identical to recomputation: a non-tiled prompt must not reuse a tiled
+// prompt's blocks, nor a tiled prompt the blocks of another's generated tokens.
+TEST(EngineTiledPrefix, HitsAreBitIdenticalWhereTheNumericsDiffer) {
+  const std::string path = SharedPath("models/tiny-dense256-random-q8_0.gguf");
+  if (!Exists(path)) GTEST_SKIP();
+  auto m = Load(path, DType::kF16);
+  ASSERT_TRUE(m);
+  const int32_t n_vocab = static_cast<int32_t>(m->model->hparams().n_vocab);
+  std::mt19937 rng(21);
+  std::uniform_int_distribution<int32_t> tok(3, n_vocab - 1);
+  std::vector<int32_t> a(80);
+  for (int32_t& t : a) t = tok(rng);
+  auto req = [](std::vector<int32_t> p) {
+    Request r;
+    r.prompt = std::move(p);
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = 24;
+    r.sampling.ignore_eos = true;
+    return r;
+  };
+  std::vector<Request> reqs = {req(a)};
+  std::vector<int32_t> cached_off;
+  const auto first = Sequential(m->model.get(), false, reqs, nullptr);
+  // b: a + its first 20 generated tokens + one more (tiled, 101 tokens); c: a's first 40 + one
+  // (not tiled).
+  std::vector<int32_t> b = a;
+  for (int i = 0; i < 20; ++i)
+    b.push_back(static_cast<int32_t>(
+        std::max_element(first[0].second[i].begin(), first[0].second[i].end()) -
+        first[0].second[i].begin()));
+  b.push_back(5);
+  std::vector<int32_t> c(a.begin(), a.begin() + 40);
+  c.push_back(6);
+  reqs.push_back(req(b));
+  reqs.push_back(req(c));
+  reqs.push_back(req(a));
+  std::vector<int32_t> cached;
+  const auto off = Sequential(m->model.get(), false, reqs, nullptr);
+  const auto on = Sequential(m->model.get(), true, reqs, &cached);
+  ASSERT_EQ(cached.size(), 4u);
+  EXPECT_EQ(cached[1], 80);  // a's prompt blocks only, not those holding its generated tokens
+  EXPECT_EQ(cached[2], 0);   // other numerics
+  EXPECT_EQ(cached[3], 64);  // never the last prompt token
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_EQ(off[i].second.size(), on[i].second.size());
+    for (size_t s = 0; s < on[i].second.size(); ++s)
+      EXPECT_TRUE(off[i].second[s] == on[i].second[s]) << "request " << i << " step " << s;
+  }
+}
+
+}  // namespace
+}  // namespace shoal::testing
