@@ -21,6 +21,18 @@ class SteadyClock final : public Clock {
   }
 };
 
+// A clock that moves only when told to (tests, the simulator).
+class FakeClock final : public Clock {
+ public:
+  explicit FakeClock(int64_t start_us = 0) : now_(start_us) {}
+  int64_t NowMicros() const override { return now_; }
+  void Advance(int64_t us) { now_ += us; }
+  void Set(int64_t us) { now_ = us; }
+
+ private:
+  int64_t now_;
+};
+
 // Wall time in seconds as a double, for benchmarks and timings.
 inline double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -1,8 +1,9 @@
-// Engine step loop: schedule -> build batch -> execute -> sample -> report.
+// Engine step loop: schedule -> copy blocks -> build batch -> execute -> sample (fork) -> report.
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <cmath>
+
+#include "engine/logprobs.h"
 
 namespace shoal {
 
@@ -26,6 +27,17 @@ Status LocalExecutor::Run(const Batch& batch, std::vector<float>* logits) {
   return Status::Ok();
 }
 
+Status LocalExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
+                                 std::span<const BlockCopy> copies,
+                                 std::span<const BlockCopy> swap_in) {
+  if ((!swap_out.empty() || !swap_in.empty()) && !swap_)
+    return Errorf("swap requested but the executor has no swap space");
+  for (const BlockCopy& c : swap_out) CopyKvBlock(kv_, c.src, *swap_, c.dst);
+  for (const BlockCopy& c : copies) CopyKvBlock(kv_, c.src, kv_, c.dst);
+  for (const BlockCopy& c : swap_in) CopyKvBlock(*swap_, c.src, kv_, c.dst);
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig& cfg_in,
                                                std::vector<int32_t> eog_ids) {
   EngineConfig cfg = cfg_in;
@@ -34,113 +46,210 @@ Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig&
                   model->last_layer());
   if (cfg.n_threads <= 0) cfg.n_threads = HardwareThreads();
   if (cfg.block_size <= 0) return Errorf("block size must be positive");
-  int32_t blocks = cfg.kv_blocks;
-  if (cfg.kv_mem_bytes > 0)
-    blocks = static_cast<int32_t>(
-        cfg.kv_mem_bytes / model->MakeKvLayout(1, cfg.block_size, cfg.kv_dtype).BytesPerBlock());
-  if (blocks <= 0) {
+  if (cfg.n_ctx <= 0) return Errorf("context length must be positive");
+  if (cfg.swap_blocks < 0) return Errorf("swap blocks must be >= 0");
+  const int64_t per_seq = BlockTable::BlocksFor(cfg.n_ctx, cfg.block_size);
+  const uint64_t block_bytes =
+      std::max<uint64_t>(1, model->MakeKvLayout(1, cfg.block_size, cfg.kv_dtype).BytesPerBlock());
+  int64_t blocks = cfg.kv_blocks;
+  if (cfg.kv_mem_bytes > 0) {
+    blocks = static_cast<int64_t>(cfg.kv_mem_bytes / block_bytes);
+  } else if (blocks <= 0) {
     // Room for every sequence at full context, capped at 1 GiB of KV by default.
-    const int64_t per_seq = BlockTable::BlocksFor(cfg.n_ctx, cfg.block_size);
-    const KvLayout one = model->MakeKvLayout(1, cfg.block_size, cfg.kv_dtype);
-    const int64_t cap = (int64_t{1} << 30) / std::max<uint64_t>(1, one.BytesPerBlock());
-    blocks =
-        static_cast<int32_t>(std::max<int64_t>(per_seq, std::min(per_seq * cfg.max_num_seqs, cap)));
+    const int64_t cap = (int64_t{1} << 30) / static_cast<int64_t>(block_bytes);
+    blocks = std::max<int64_t>(per_seq, std::min(per_seq * cfg.max_num_seqs, cap));
   }
+  if (blocks < per_seq)
+    return Errorf(
+        "the KV pool of {} blocks ({} bytes each) holds {} tokens, less than one sequence of the "
+        "context length {}: raise the KV memory or lower the context",
+        blocks, block_bytes, blocks * cfg.block_size, cfg.n_ctx);
+  if (blocks > INT32_MAX) return Errorf("KV pool of {} blocks is too large", blocks);
+  const auto n_blocks = static_cast<int32_t>(blocks);
   SHOAL_ASSIGN_OR_RETURN(
-      KvStore kv, KvStore::Create(model->MakeKvLayout(blocks, cfg.block_size, cfg.kv_dtype)));
-  auto exec = std::make_unique<LocalExecutor>(model, std::move(kv), cfg.n_threads);
-  return std::make_unique<Engine>(std::move(exec), cfg, blocks, std::move(eog_ids));
+      KvStore kv, KvStore::Create(model->MakeKvLayout(n_blocks, cfg.block_size, cfg.kv_dtype)));
+  std::optional<KvStore> swap;
+  if (cfg.swap_blocks > 0) {
+    SHOAL_ASSIGN_OR_RETURN(
+        swap, KvStore::Create(model->MakeKvLayout(cfg.swap_blocks, cfg.block_size, cfg.kv_dtype)));
+  }
+  auto exec = std::make_unique<LocalExecutor>(model, std::move(kv), std::move(swap), cfg.n_threads);
+  return std::make_unique<Engine>(std::move(exec), cfg, n_blocks, std::move(eog_ids));
 }
 
+namespace {
+
+SchedConfig MakeSchedConfig(const EngineConfig& cfg, int32_t kv_blocks) {
+  SchedConfig s;
+  s.block_size = cfg.block_size;
+  s.max_num_seqs = cfg.max_num_seqs;
+  s.max_num_batched_tokens = cfg.max_num_batched_tokens;
+  // A sequence must always fit the pool alone, or preemption could never make room for it.
+  s.max_model_len = std::min<int64_t>(cfg.n_ctx, int64_t{kv_blocks} * cfg.block_size);
+  s.enable_prefix_caching = cfg.enable_prefix_caching;
+  s.swap_blocks = cfg.swap_blocks;
+  s.tiled_prompt_min = kTiledPromptMin;
+  return s;
+}
+
+}  // namespace
+
 Engine::Engine(std::unique_ptr<Executor> exec, const EngineConfig& cfg, int32_t kv_blocks,
-               std::vector<int32_t> eog_ids)
+               std::vector<int32_t> eog_ids, const Clock* clock)
     : cfg_(cfg),
       exec_(std::move(exec)),
       alloc_(kv_blocks),
-      sched_(SchedConfig{cfg.block_size, cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.n_ctx},
-             &alloc_),
-      eog_(std::move(eog_ids)) {}
+      sched_(MakeSchedConfig(cfg, kv_blocks), &alloc_, clock ? clock : &steady_),
+      eog_(std::move(eog_ids)) {
+  cfg_.n_ctx = sched_.config().max_model_len;
+}
 
 Result<int64_t> Engine::Add(Request req) {
   SHOAL_RETURN_IF_ERROR(req.sampling.Validate());
-  if (req.n != 1) return Errorf("n > 1 is not supported yet");
-  const int64_t id = next_id_++;
+  if (req.n < 1 || req.n > kMaxChoices)
+    return Errorf("n must be in [1, {}], got {}", kMaxChoices, req.n);
+  if (req.logprobs < -1 || req.logprobs > kMaxLogprobs)
+    return Errorf("logprobs must be in [0, {}], got {}", kMaxLogprobs, req.logprobs);
   for (int32_t t : req.prompt)
     if (t < 0 || t >= exec_->n_vocab()) return Errorf("prompt token {} out of range", t);
-  SHOAL_RETURN_IF_ERROR(sched_.Add(id, static_cast<int32_t>(req.prompt.size())));
+  const int64_t id = next_id_++;
+  const int64_t seq = next_seq_++;
   Live l;
   l.n_prompt = static_cast<int32_t>(req.prompt.size());
-  l.tokens = std::move(req.prompt);
-  l.sampler = std::make_unique<Sampler>(req.sampling, static_cast<int32_t>(exec_->n_vocab()));
-  l.params = std::move(req.sampling);
+  SHOAL_RETURN_IF_ERROR(sched_.Add(seq, std::move(req.prompt)));
   l.logprobs = req.logprobs;
-  stats_.prompt_tokens_total += l.n_prompt;
-  seqs_.emplace(id, std::move(l));
+  l.seqs.assign(static_cast<size_t>(req.n), -1);
+  l.seqs[0] = seq;
+  l.n_live = 1;
+  for (int32_t i = 0; i < req.n; ++i) {
+    SamplingParams p = req.sampling;
+    p.seed += static_cast<uint64_t>(i);
+    l.samplers.push_back(std::make_unique<Sampler>(p, static_cast<int32_t>(exec_->n_vocab())));
+  }
+  l.params = std::move(req.sampling);
+  reqs_.emplace(id, std::move(l));
+  owner_[seq] = {id, 0};
   return id;
 }
 
-void Engine::Release(int64_t id) {
-  sched_.Finish(id);
-  seqs_.erase(id);
+void Engine::FinishChoice(int64_t req_id, Live& r, int32_t index) {
+  const int64_t seq = r.seqs[static_cast<size_t>(index)];
+  sched_.Finish(seq);
+  owner_.erase(seq);
+  r.seqs[static_cast<size_t>(index)] = -1;
+  if (--r.n_live == 0) reqs_.erase(req_id);
 }
 
-void Engine::Cancel(int64_t id) { Release(id); }
+void Engine::Cancel(int64_t id) {
+  auto it = reqs_.find(id);
+  if (it == reqs_.end()) return;
+  for (int64_t seq : it->second.seqs) {
+    if (seq < 0) continue;
+    sched_.Finish(seq);
+    owner_.erase(seq);
+  }
+  reqs_.erase(it);
+}
+
+int32_t Engine::CachedTokens(int64_t id) const {
+  auto it = reqs_.find(id);
+  if (it == reqs_.end()) return 0;
+  if (it->second.sampled) return it->second.cached_tokens;
+  return sched_.CachedTokens(it->second.seqs[0]);
+}
+
+const std::vector<int32_t>& Engine::Tokens(int64_t id, int32_t index) const {
+  return sched_.Tokens(reqs_.at(id).seqs.at(static_cast<size_t>(index)));
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.n_running = sched_.n_running();
+  s.n_waiting = sched_.n_waiting();
+  s.n_swapped = sched_.n_swapped();
+  s.kv_usage = sched_.KvUsage();
+  s.prompt_tokens_total = prompt_tokens_;
+  s.generation_tokens_total = generation_tokens_;
+  s.preemptions_total = sched_.preemptions_total();
+  s.prefix_queries_total = sched_.prefix_queries_total();
+  s.prefix_hits_total = sched_.prefix_hits_total();
+  s.kv_waste = sched_.KvWaste();
+  return s;
+}
+
+void Engine::SampleChoice(int64_t req_id, Live& r, int32_t index, const float* lg,
+                          std::vector<TokenEvent>* events) {
+  const int64_t seq = r.seqs[static_cast<size_t>(index)];
+  const std::vector<int32_t>& toks = sched_.Tokens(seq);
+  const int64_t V = exec_->n_vocab();
+  TokenEvent ev;
+  ev.id = req_id;
+  ev.index = index;
+  ev.token = r.samplers[static_cast<size_t>(index)]->Sample(lg, toks);
+  if (r.logprobs >= 0)
+    ComputeLogprobs(lg, V, ev.token, r.logprobs, &ev.logprob, &ev.top_logprobs, &scratch_);
+  if (cfg_.return_logits) ev.logits.assign(lg, lg + V);
+  const int32_t n_total = static_cast<int32_t>(toks.size()) + 1;
+  const int32_t n_gen = n_total - r.n_prompt;
+  ++generation_tokens_;
+  const bool eog = std::find(eog_.begin(), eog_.end(), ev.token) != eog_.end();
+  if (eog && !r.params.ignore_eos) {
+    ev.finish = FinishReason::kEos;
+  } else if ((r.params.max_tokens >= 0 && n_gen >= r.params.max_tokens) || n_total >= cfg_.n_ctx) {
+    ev.finish = FinishReason::kLength;
+  }
+  events->push_back(std::move(ev));
+  if (events->back().finish != FinishReason::kNone) {
+    FinishChoice(req_id, r, index);  // may erase the request: r is dead after this
+  } else {
+    sched_.AppendToken(seq, events->back().token);
+  }
+}
 
 Result<std::vector<TokenEvent>> Engine::Step() {
   std::vector<TokenEvent> events;
   const StepPlan plan = sched_.Schedule();
+  if (!plan.swap_out.empty() || !plan.copies.empty() || !plan.swap_in.empty())
+    SHOAL_RETURN_IF_ERROR(exec_->CopyBlocks(plan.swap_out, plan.copies, plan.swap_in));
   if (plan.chunks.empty()) return events;
   batch_.Clear();
   for (const ScheduledChunk& c : plan.chunks) {
-    const Live& l = seqs_.at(c.seq_id);
-    const std::span<const int32_t> ids(l.tokens.data() + c.start, static_cast<size_t>(c.n));
+    const std::vector<int32_t>& toks = sched_.Tokens(c.seq_id);
+    const std::span<const int32_t> ids(toks.data() + c.start, static_cast<size_t>(c.n));
     batch_.Add(c.seq_id, ids, c.start, sched_.Table(c.seq_id).blocks, c.samples, false,
-               TiledUntil(l.n_prompt));
+               c.tiled_until);
   }
   SHOAL_RETURN_IF_ERROR(exec_->Run(batch_, &logits_));
   const int64_t V = exec_->n_vocab();
   size_t out_i = 0;
   for (const ScheduledChunk& c : plan.chunks) {
     if (!c.samples) continue;
-    Live& l = seqs_.at(c.seq_id);
     const float* lg = logits_.data() + static_cast<int64_t>(out_i++) * V;
-    TokenEvent ev;
-    ev.id = c.seq_id;
-    ev.token = l.sampler->Sample(lg, l.tokens);
-    if (cfg_.return_logits) ev.logits.assign(lg, lg + V);
-    if (l.logprobs >= 0) {
-      float mx = lg[0];
-      for (int64_t v = 1; v < V; ++v) mx = std::max(mx, lg[v]);
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - mx));
-      const float lse = mx + static_cast<float>(std::log(sum));
-      ev.logprob = lg[ev.token] - lse;
-      std::vector<int32_t> idx(static_cast<size_t>(V));
-      for (int64_t v = 0; v < V; ++v) idx[static_cast<size_t>(v)] = static_cast<int32_t>(v);
-      const size_t k = std::min<size_t>(static_cast<size_t>(l.logprobs), idx.size());
-      std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(k), idx.end(),
-                        [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
-      for (size_t i = 0; i < k; ++i) ev.top_logprobs.emplace_back(idx[i], lg[idx[i]] - lse);
+    const auto [req_id, index] = owner_.at(c.seq_id);
+    Live& r = reqs_.at(req_id);
+    if (r.sampled) {
+      SampleChoice(req_id, r, index, lg, &events);
+      continue;
     }
-    ++stats_.generation_tokens_total;
-    l.tokens.push_back(ev.token);
-    const int32_t n_gen = static_cast<int32_t>(l.tokens.size()) - l.n_prompt;
-    const bool eog = std::find(eog_.begin(), eog_.end(), ev.token) != eog_.end();
-    if (eog && !l.params.ignore_eos) {
-      ev.finish = FinishReason::kEos;
-    } else if ((l.params.max_tokens >= 0 && n_gen >= l.params.max_tokens) ||
-               static_cast<int32_t>(l.tokens.size()) >= cfg_.n_ctx) {
-      ev.finish = FinishReason::kLength;
+    // First token: count the prompt, then fork the other choices off the prefilled prompt.
+    r.sampled = true;
+    r.cached_tokens = sched_.CachedTokens(c.seq_id);
+    prompt_tokens_ += r.n_prompt;
+    const int32_t n = static_cast<int32_t>(r.seqs.size());
+    for (int32_t i = 1; i < n; ++i) {
+      const int64_t child = next_seq_++;
+      SHOAL_RETURN_IF_ERROR(sched_.Fork(c.seq_id, child));
+      r.seqs[static_cast<size_t>(i)] = child;
+      owner_[child] = {req_id, i};
     }
-    if (ev.finish != FinishReason::kNone) {
-      Release(c.seq_id);
-    } else {
-      sched_.AppendToken(c.seq_id);
+    r.n_live = n;
+    for (int32_t i = 0; i < n; ++i) {
+      // SampleChoice may erase the request when its last choice finishes.
+      Live& rr = reqs_.at(req_id);
+      SampleChoice(req_id, rr, i, lg, &events);
+      if (i + 1 < n && !reqs_.count(req_id)) break;
     }
-    events.push_back(std::move(ev));
   }
-  stats_.n_running = static_cast<int32_t>(seqs_.size());
-  stats_.kv_usage = 1.0 - static_cast<double>(alloc_.n_free()) / alloc_.n_blocks();
   return events;
 }
 

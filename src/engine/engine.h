@@ -5,8 +5,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
+#include <utility>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "kvcache/block_allocator.h"
 #include "kvcache/kv_store.h"
@@ -20,15 +23,15 @@ namespace shoal {
 
 struct EngineConfig {
   int n_threads = 0;             // 0 = all hardware threads
-  int32_t n_ctx = 4096;          // max tokens per sequence (prompt + generated)
+  int32_t n_ctx = 4096;          // max tokens per sequence (prompt + generated): max_model_len
   int32_t kv_blocks = 0;         // 0 = max_num_seqs sequences of n_ctx, at most 1 GiB
+  uint64_t kv_mem_bytes = 0;     // > 0: the KV pool gets kv_mem_bytes / bytes per block blocks
   int32_t block_size = 16;       // tokens per KV block
   DType kv_dtype = DType::kF16;  // F16 = llama.cpp's default numerics; F32 = exact
   int32_t max_num_seqs = 16;
   int32_t max_num_batched_tokens = 2048;
-  uint64_t kv_mem_bytes = 0;   // > 0: the KV pool holds this many bytes (overrides kv_blocks)
   bool enable_prefix_caching = true;
-  int32_t swap_blocks = 0;     // CPU swap space in blocks; 0 = preempt by recompute
+  int32_t swap_blocks = 0;     // > 0: preemption by swap into this many blocks of swap space
   bool return_logits = false;  // copy each sampled step's logits into the event (tests)
 };
 
@@ -40,48 +43,62 @@ class Executor {
   virtual int64_t n_vocab() const = 0;
   // Computes logits for batch.out_rows; writes [out_rows.size(), n_vocab] into logits.
   virtual Status Run(const Batch& batch, std::vector<float>* logits) = 0;
+  // Whole-block KV copies, in this order: pool -> swap, pool -> pool, swap -> pool.
+  virtual Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
+                            std::span<const BlockCopy> swap_in) = 0;
 };
 
-// Runs the whole model in this process over its own KV pool and thread pool.
+// Runs the whole model in this process over its own KV pool (and swap space) and thread pool.
 class LocalExecutor final : public Executor {
  public:
+  LocalExecutor(Model* model, KvStore kv, std::optional<KvStore> swap, int n_threads)
+      : model_(model), kv_(std::move(kv)), swap_(std::move(swap)), pool_(n_threads) {}
   LocalExecutor(Model* model, KvStore kv, int n_threads)
-      : model_(model), kv_(std::move(kv)), pool_(n_threads) {}
+      : LocalExecutor(model, std::move(kv), std::nullopt, n_threads) {}
   int64_t n_vocab() const override { return model_->hparams().n_vocab; }
   Status Run(const Batch& batch, std::vector<float>* logits) override;
+  Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
+                    std::span<const BlockCopy> swap_in) override;
 
  private:
   Model* model_;
   KvStore kv_;
+  std::optional<KvStore> swap_;
   ThreadPool pool_;
   ForwardOutput out_;
 };
+
 enum class FinishReason { kNone, kEos, kLength, kCancelled };
 const char* FinishReasonName(FinishReason r);
+
+// The most choices one request may ask for (OpenAI's limit for n).
+inline constexpr int32_t kMaxChoices = 128;
 
 struct Request {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
-  int32_t n = 1;          // parallel choices
-  int32_t logprobs = -1;  // -1: none; k >= 0: sampled token's logprob and the top k
+  // Choices: the prompt is prefilled once, then forks; choice i samples with sampling.seed + i.
+  int32_t n = 1;
+  // -1: none; k in [0, 20]: each event carries the token's logprob and the top-k alternatives.
+  int32_t logprobs = -1;
 };
 
 struct TokenEvent {
   int64_t id = 0;
   int32_t index = 0;  // choice
   int32_t token = -1;
-  float logprob = 0;
+  FinishReason finish = FinishReason::kNone;  // set on the choice's last event
+  float logprob = 0;                          // with Request::logprobs >= 0
   std::vector<std::pair<int32_t, float>> top_logprobs;
-  FinishReason finish = FinishReason::kNone;  // set on the sequence's last event
-  std::vector<float> logits;                  // only with EngineConfig::return_logits
+  std::vector<float> logits;  // only with EngineConfig::return_logits
 };
 
 struct EngineStats {
-  int32_t n_running = 0, n_waiting = 0, n_swapped = 0;
-  double kv_usage = 0;
+  int32_t n_running = 0, n_waiting = 0, n_swapped = 0;  // sequences (choices)
+  double kv_usage = 0;                                  // 0..1 of blocks in use
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0, preemptions_total = 0,
-          prefix_queries_total = 0, prefix_hits_total = 0;
-  double kv_waste = 0;
+          prefix_queries_total = 0, prefix_hits_total = 0;  // prefix cache, in tokens
+  double kv_waste = 0;  // (slots allocated - slots used) / slots allocated
 };
 
 class Engine {
@@ -89,45 +106,55 @@ class Engine {
   // Builds a local engine over a loaded model (the whole model: layers [0, n_layer)).
   static Result<std::unique_ptr<Engine>> Create(Model* model, const EngineConfig& cfg,
                                                 std::vector<int32_t> eog_ids);
-  // Builds an engine over any executor; kv blocks are accounted here, stored by the executor.
+  // Builds an engine over any executor; kv blocks are accounted here, stored by the executor
+  // (which must also hold cfg.swap_blocks blocks of swap space).
   Engine(std::unique_ptr<Executor> exec, const EngineConfig& cfg, int32_t kv_blocks,
-         std::vector<int32_t> eog_ids);
+         std::vector<int32_t> eog_ids, const Clock* clock = nullptr);
 
-  // Queues a request; returns its id.
+  // Validates and queues a request; returns its id.
   Result<int64_t> Add(Request req);
-  // Stops a request now and frees its KV blocks.
+  // Stops a request now (all choices) and frees its KV blocks.
   void Cancel(int64_t id);
-  // Runs one step; returns the tokens sampled in it (at most one per sequence).
+  // Runs one step; returns the tokens sampled in it (at most one per choice).
   Result<std::vector<TokenEvent>> Step();
   bool idle() const { return sched_.idle(); }
-  int32_t CachedTokens(int64_t id) const { return 0; }
-  EngineStats stats() const { return stats_; }
 
-  // The tokens of a live request (prompt + generated).
-  const std::vector<int32_t>& Tokens(int64_t id) const { return seqs_.at(id).tokens; }
+  // Prompt tokens served by the prefix cache (0 for an unknown id or before admission).
+  int32_t CachedTokens(int64_t id) const;
+  EngineStats stats() const;
+  // The tokens (prompt + generated) of a live choice.
+  const std::vector<int32_t>& Tokens(int64_t id, int32_t index = 0) const;
   const EngineConfig& config() const { return cfg_; }
   int32_t kv_blocks() const { return alloc_.n_blocks(); }
 
  private:
   struct Live {
-    std::vector<int32_t> tokens;
     int32_t n_prompt = 0;
     SamplingParams params;
     int32_t logprobs = -1;
-    std::unique_ptr<Sampler> sampler;
+    std::vector<int64_t> seqs;  // per choice; -1 before the fork and after it finished
+    std::vector<std::unique_ptr<Sampler>> samplers;
+    bool sampled = false;  // first token sampled (and forked)
+    int32_t cached_tokens = 0;
+    int32_t n_live = 0;
   };
-  void Release(int64_t id);
+  void SampleChoice(int64_t req_id, Live& r, int32_t index, const float* logits,
+                    std::vector<TokenEvent>* events);
+  void FinishChoice(int64_t req_id, Live& r, int32_t index);
 
   EngineConfig cfg_;
   std::unique_ptr<Executor> exec_;
+  SteadyClock steady_;
   BlockAllocator alloc_;
   Scheduler sched_;
   std::vector<int32_t> eog_;
-  std::map<int64_t, Live> seqs_;
-  int64_t next_id_ = 1;
+  std::map<int64_t, Live> reqs_;
+  std::map<int64_t, std::pair<int64_t, int32_t>> owner_;  // seq -> (request, choice)
+  int64_t next_id_ = 1, next_seq_ = 1;
+  int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   Batch batch_;
   std::vector<float> logits_;
-  EngineStats stats_;
+  std::vector<int32_t> scratch_;
 };
 
 }  // namespace shoal

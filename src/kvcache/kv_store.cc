@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "base/check.h"
 #include "base/fp16.h"
 
 namespace shoal {
@@ -29,6 +30,23 @@ Result<KvStore> KvStore::Create(const KvLayout& layout) {
   s.k_.resize(s.k_layer_bytes_ * static_cast<uint64_t>(layout.n_layers));
   s.v_.resize(s.v_layer_bytes_ * static_cast<uint64_t>(layout.n_layers));
   return s;
+}
+
+void CopyKvBlock(const KvStore& src, int32_t src_block, KvStore& dst, int32_t dst_block) {
+  const KvLayout& l = src.layout();
+  SHOAL_CHECK(l.n_layers == dst.layout().n_layers && l.block_size == dst.layout().block_size &&
+              src.k_row_bytes() == dst.k_row_bytes() && src.v_row_bytes() == dst.v_row_bytes());
+  SHOAL_CHECK(src_block >= 0 && src_block < l.n_blocks && dst_block >= 0 &&
+              dst_block < dst.layout().n_blocks);
+  const uint64_t k_bytes = static_cast<uint64_t>(l.block_size) * src.k_row_bytes();
+  const uint64_t v_bytes = static_cast<uint64_t>(l.block_size) * src.v_row_bytes();
+  for (int32_t layer = 0; layer < l.n_layers; ++layer) {
+    std::memcpy(dst.KBase(layer) + static_cast<uint64_t>(dst_block) * k_bytes,
+                src.KBase(layer) + static_cast<uint64_t>(src_block) * k_bytes, k_bytes);
+    if (v_bytes > 0)
+      std::memcpy(dst.VBase(layer) + static_cast<uint64_t>(dst_block) * v_bytes,
+                  src.VBase(layer) + static_cast<uint64_t>(src_block) * v_bytes, v_bytes);
+  }
 }
 
 void StoreKvRow(DType dtype, const float* src, uint8_t* dst, int64_t n) {

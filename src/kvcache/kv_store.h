@@ -49,6 +49,10 @@ class KvStore {
   std::vector<uint8_t> k_, v_;
 };
 
+// Copies K and V rows of every layer from block `src_block` of `src` to block `dst_block` of
+// `dst` (copy-on-write and swap; the layouts must agree apart from n_blocks).
+void CopyKvBlock(const KvStore& src, int32_t src_block, KvStore& dst, int32_t dst_block);
+
 // Writes one F32 row into the cache format (F16 rounding or F32 copy).
 void StoreKvRow(DType dtype, const float* src, uint8_t* dst, int64_t n);
 

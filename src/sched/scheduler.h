@@ -1,12 +1,22 @@
 // Continuous-batching scheduler: pure logic that decides, each step, which sequences advance
-// by how many tokens and which KV blocks they own. It touches no tensor (DESIGN.md principle 3).
+// by how many tokens and which KV blocks they own. It touches no tensor (DESIGN.md principle 3)
+// and reads time only through an injected Clock.
+//
+// Each step: running decodes first (oldest first), then running prefills, then swapped-out
+// sequences coming back, then waiting sequences in FCFS order, within max_num_batched_tokens
+// rows. When blocks run out, the newest running sequence is preempted: by swap when swap slots
+// are configured and free (its blocks are copied out and back later), otherwise by recompute
+// (its blocks are freed; it goes to the front of the waiting queue and recomputes prompt +
+// generated tokens, reusing whatever of its prefix survives in the prefix cache).
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <span>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "kvcache/block_allocator.h"
 
@@ -14,9 +24,14 @@ namespace shoal {
 
 struct SchedConfig {
   int32_t block_size = 16;
-  int32_t max_num_seqs = 64;              // sequences in one step
+  int32_t max_num_seqs = 64;              // running sequences (forks may exceed it)
   int32_t max_num_batched_tokens = 2048;  // rows in one step (decodes + prefill chunks)
   int32_t max_model_len = 4096;           // prompt + generated tokens per sequence
+  bool enable_prefix_caching = false;
+  int32_t swap_blocks = 0;  // swap slots; 0 = preemption by recompute only
+  // Prompts of at least this many tokens compute their prompt positions with other attention
+  // numerics (model/batch.h kTiledPromptMin; the engine passes it). 0 disables the rule.
+  int32_t tiled_prompt_min = 64;
 };
 
 // One sequence's part of a step: compute tokens [start, start + n) of its token list.
@@ -24,11 +39,26 @@ struct ScheduledChunk {
   int64_t seq_id = 0;
   int32_t start = 0;
   int32_t n = 0;
-  bool samples = false;  // the chunk reaches the newest token: a next token is sampled
+  bool samples = false;     // the chunk reaches the newest token: a next token is sampled
+  int32_t tiled_until = 0;  // model/batch.h TiledUntil(n_prompt) of the sequence
 };
 
+// A whole-block copy (all layers, K and V).
+struct BlockCopy {
+  int32_t src = 0;
+  int32_t dst = 0;
+};
+
+// What one step does. The executor runs, in this order: swap_out (pool block -> swap slot),
+// copies (pool -> pool, copy-on-write, in list order), swap_in (swap slot -> pool block), then
+// the forward pass over `chunks`. A step never has both swap-outs and swap-ins.
 struct StepPlan {
+  std::vector<BlockCopy> swap_out;
+  std::vector<BlockCopy> copies;
+  std::vector<BlockCopy> swap_in;
   std::vector<ScheduledChunk> chunks;
+  std::vector<int64_t> preempted;  // sequences preempted in this step (swap or recompute)
+
   int32_t n_tokens() const {
     int32_t s = 0;
     for (const auto& c : chunks) s += c.n;
@@ -36,41 +66,103 @@ struct StepPlan {
   }
 };
 
+enum class SeqState { kWaiting, kRunning, kSwapped };
+
 class Scheduler {
  public:
-  Scheduler(const SchedConfig& cfg, BlockAllocator* alloc);
+  // `alloc` is the KV pool's block accounting; `clock` may be null (times read as 0).
+  Scheduler(const SchedConfig& cfg, BlockAllocator* alloc, const Clock* clock = nullptr);
 
-  // Queues a sequence whose first n_prompt tokens are known. Fails if it can never fit.
-  Status Add(int64_t seq_id, int32_t n_prompt);
+  // Queues a sequence with its prompt. Fails if it can never fit.
+  Status Add(int64_t seq_id, std::vector<int32_t> tokens);
   // Records a sampled token: the sequence now has one more token to compute.
-  void AppendToken(int64_t seq_id);
-  // Removes a sequence and frees its blocks at once.
+  void AppendToken(int64_t seq_id, int32_t token);
+  // Makes `child_id` a copy of running sequence `parent_id` sharing all its blocks (refcounts);
+  // a later write into a shared partial block copies it first (StepPlan::copies).
+  Status Fork(int64_t parent_id, int64_t child_id);
+  // Removes a sequence and frees its blocks and swap slots at once (publishing its computed
+  // full blocks to the prefix cache first).
   void Finish(int64_t seq_id);
 
-  // Plans the next step: running decodes first (oldest first), then prefill chunks of waiting
-  // sequences in arrival order, within max_num_batched_tokens and max_num_seqs, reserving KV
-  // blocks for everything planned. Marks planned tokens as computed.
+  // Plans the next step and marks planned tokens as computed. Blocks computed by earlier steps
+  // are published to the prefix cache here, so call it only after the previous plan ran.
   StepPlan Schedule();
 
-  const BlockTable& Table(int64_t seq_id) const;
+  const BlockTable& Table(int64_t seq_id) const { return seqs_.at(seq_id).table; }
+  const std::vector<int32_t>& Tokens(int64_t seq_id) const { return seqs_.at(seq_id).tokens; }
   bool Has(int64_t seq_id) const { return seqs_.count(seq_id) != 0; }
+  SeqState State(int64_t seq_id) const { return seqs_.at(seq_id).state; }
   bool idle() const { return seqs_.empty(); }
   int32_t n_seqs() const { return static_cast<int32_t>(seqs_.size()); }
   int32_t n_tokens(int64_t seq_id) const;
+  int32_t n_computed(int64_t seq_id) const { return seqs_.at(seq_id).n_computed; }
+  // Prompt tokens served by the prefix cache at the sequence's first admission (0 before).
+  int32_t CachedTokens(int64_t seq_id) const;
+  // Microseconds from Add to the first scheduled chunk (to now while still waiting).
+  int64_t QueueMicros(int64_t seq_id) const;
+
+  int32_t n_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t n_swapped() const { return static_cast<int32_t>(swapped_.size()); }
+  int64_t preemptions_total() const { return preemptions_; }
+  // Prefix cache lookups and hits in tokens, counted at every admission from the waiting queue.
+  int64_t prefix_queries_total() const { return prefix_queries_; }
+  int64_t prefix_hits_total() const { return prefix_hits_; }
+  // Fraction of the KV pool's blocks referenced by sequences.
+  double KvUsage() const;
+  // (slots allocated - slots holding a token) / slots allocated over referenced blocks.
+  double KvWaste() const;
+  const BlockAllocator& swap_slots() const { return swap_; }
   const SchedConfig& config() const { return cfg_; }
 
  private:
   struct Seq {
     int64_t id = 0;
-    int64_t order = 0;       // arrival order
-    int32_t n_tokens = 0;    // known tokens (prompt + sampled)
-    int32_t n_computed = 0;  // tokens whose KV rows exist
+    int64_t order = 0;  // arrival order (a fork shares its parent's); newest = largest
+    std::vector<int32_t> tokens;
+    int32_t n_prompt = 0;
+    int32_t tiled_until = 0;
+    int32_t n_computed = 0;  // tokens whose KV rows exist (or are planned)
     BlockTable table;
+    std::vector<int32_t> swap_slots;
+    std::vector<uint64_t> hashes;  // chain hashes of the leading full blocks
+    int32_t n_published = 0;       // leading blocks already offered to the prefix cache
+    int32_t cached_tokens = 0;
+    bool admitted_once = false;
+    SeqState state = SeqState::kWaiting;
+    int64_t step_planned = -1;
+    int64_t arrival_us = 0, first_scheduled_us = -1;
   };
+  static bool Newer(const Seq& a, const Seq& b) {
+    return a.order != b.order ? a.order > b.order : a.id > b.id;
+  }
+  int64_t Now() const { return clock_ ? clock_->NowMicros() : 0; }
+  int32_t HashableBlocks(const Seq& s) const;
+  void HashUpTo(Seq& s, int32_t n_blocks);
+  void Publish(Seq& s);
+  int32_t CowIndex(const Seq& s) const;
+  bool EnsureBlocks(Seq& s, int32_t n, StepPlan* plan);
+  int32_t Fit(const Seq& s) const;
+  int32_t MakeRoom(Seq& s, int32_t n, bool decode, StepPlan* plan);
+  Seq* NewestVictim(const Seq& s);
+  void Preempt(Seq& v, StepPlan* plan);
+  void PlanChunk(Seq& s, int32_t n, StepPlan* plan, int32_t* budget);
+  void InsertRunning(int64_t id);
+  void Erase(std::vector<int64_t>& v, int64_t id);
+  bool TrySwapIn(Seq& s, int32_t* budget, StepPlan* plan);
+  bool TryAdmit(Seq& s, int32_t* budget, StepPlan* plan);
+
   SchedConfig cfg_;
   BlockAllocator* alloc_;
+  const Clock* clock_;
+  BlockAllocator swap_;  // swap slots (never cached)
   std::map<int64_t, Seq> seqs_;
+  std::vector<int64_t> running_;  // oldest first
+  std::deque<int64_t> waiting_;   // next to admit first
+  std::vector<int64_t> swapped_;  // oldest first
   int64_t next_order_ = 0;
+  int64_t step_ = 0;
+  int64_t preemptions_ = 0, prefix_queries_ = 0, prefix_hits_ = 0;
 };
 
 }  // namespace shoal
