@@ -6,12 +6,16 @@ PKGS=(
   g++ make cmake ninja-build pkg-config git ca-certificates
   libhwy-dev libboost-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
+  curl python3
 )
 
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The server's end-to-end test drives it with the official `openai` npm package. Node from
+# another source (e.g. NodeSource, which bundles npm) counts as present.
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
