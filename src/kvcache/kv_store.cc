@@ -1,6 +1,7 @@
 // KvStore allocation and row conversion.
 #include "kvcache/kv_store.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/check.h"
@@ -27,8 +28,12 @@ Result<KvStore> KvStore::Create(const KvLayout& layout) {
   const uint64_t rows = static_cast<uint64_t>(layout.block_size) * layout.n_blocks;
   s.k_layer_bytes_ = rows * s.k_row_bytes_;
   s.v_layer_bytes_ = rows * s.v_row_bytes_;
-  s.k_.resize(s.k_layer_bytes_ * static_cast<uint64_t>(layout.n_layers));
-  s.v_.resize(s.v_layer_bytes_ * static_cast<uint64_t>(layout.n_layers));
+  const uint64_t k_total = s.k_layer_bytes_ * static_cast<uint64_t>(layout.n_layers);
+  const uint64_t v_total = s.v_layer_bytes_ * static_cast<uint64_t>(layout.n_layers);
+  s.k_.reset(static_cast<uint8_t*>(std::calloc(std::max<uint64_t>(k_total, 1), 1)));
+  s.v_.reset(static_cast<uint8_t*>(std::calloc(std::max<uint64_t>(v_total, 1), 1)));
+  if (!s.k_ || !s.v_)
+    return Errorf("cannot allocate a KV pool of {} MiB", (k_total + v_total) >> 20);
   return s;
 }
 
