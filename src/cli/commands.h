@@ -16,5 +16,7 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner);
 void AddSynthCommand(CLI::App& app, Runner* runner);
 void AddQuantizeCommand(CLI::App& app, Runner* runner);
 void AddBenchCommand(CLI::App& app, Runner* runner);
+// `shoal bench serve`, a subcommand of `bench` (called by AddBenchCommand).
+CLI::App* AddBenchServeCommand(CLI::App& bench, Runner* runner);
 
 }  // namespace shoal::cli
