@@ -76,7 +76,7 @@ int BenchServe(const ServeArgs& a) {
   RaiseFileLimit();
   if (!a.json)
     std::fprintf(
-        stderr, "%lld requests to %s%s, request rate %s, max concurrency %s\n",
+        stderr, "%lld requests to %s (%s), request rate %s, max concurrency %s\n",
         static_cast<long long>(a.num_prompts), a.o.url.c_str(), a.o.endpoint.c_str(),
         a.request_rate.c_str(),
         a.o.max_concurrency > 0 ? std::to_string(a.o.max_concurrency).c_str() : "unlimited");
