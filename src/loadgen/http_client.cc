@@ -95,6 +95,10 @@ asio::awaitable<RequestResult> Stream(std::shared_ptr<const HttpTarget> target, 
     events.clear();
     r.latency = now;
     if (eof) break;
+    // An error body long enough to quote: no need to wait for the rest.
+    if (decoder.header_done() && decoder.status() != 200 &&
+        decoder.error_body().size() >= ResponseDecoder::kMaxErrorBody)
+      break;
   }
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
