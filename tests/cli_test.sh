@@ -38,6 +38,22 @@ for t in a:
 "'
 check "bench table prints pp and tg rows" '"$SHOAL" bench -m "$TMP/tiny.gguf" -p 8 -n 2 -r 1 | grep -q "tg2"'
 
+# `shoal bench serve` against a real local SSE server (tests/sse_server.py), then a dead port.
+check "help lists bench serve" '"$SHOAL" bench --help | grep -q serve'
+"$SHOAL" bench > /dev/null 2> "$TMP/err"; rc=$?
+check "bench without -m still requires it" '[ $rc -ne 0 ] && grep -q -- "--model" "$TMP/err"'
+python3 "$(dirname "$0")/sse_server.py" "$TMP/port" & SSE_PID=$!
+for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.1; done
+check "bench serve --json against an SSE server" '"$SHOAL" bench serve --url "http://127.0.0.1:$(cat "$TMP/port")" --model m -n 6 --input-len 5 --output-len 4 --request-rate 200 --max-concurrency 3 --seed 1 --json | python3 -c "
+import json,sys
+j=json.load(sys.stdin); assert j[\"completed\"]==6 and j[\"failed\"]==0, j
+assert j[\"total_input_tokens\"]==36 and j[\"total_output_tokens\"]==24, j
+assert j[\"mean_ttft_ms\"]>0 and j[\"mean_itl_ms\"]>0 and j[\"p99_e2el_ms\"]>0, j
+"'
+kill $SSE_PID 2>/dev/null; wait $SSE_PID 2>/dev/null
+"$SHOAL" bench serve --url "http://127.0.0.1:$(cat "$TMP/port")" --model m -n 2 --json > "$TMP/out" 2> /dev/null; rc=$?
+check "bench serve counts refused connections, exits 1" '[ $rc -eq 1 ] && python3 -c "import json; j=json.load(open(\"$TMP/out\")); assert j[\"failed\"]==2 and \"connect\" in j[\"errors\"][0][\"message\"], j"'
+
 M=$SHARED/models/stories260K.gguf
 if [ -f "$M" ]; then
   check "tokenize equals llama.cpp ids" '[ "$("$SHOAL" tokenize -m "$M" -p "Once upon a time")" = "1 403 407 261 378" ]'

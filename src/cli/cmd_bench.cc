@@ -178,7 +178,7 @@ int Bench(const BenchArgs& a) {
 void AddBenchCommand(CLI::App& app, Runner* runner) {
   auto* cmd = app.add_subcommand("bench", "Measure prompt (pp) and generation (tg) throughput");
   auto a = std::make_shared<BenchArgs>();
-  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-m,--model", a->model, "GGUF model file (required unless `serve` is given)");
   cmd->add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens of the pp test (0 = skip)")
       ->capture_default_str();
   cmd->add_option("-n,--n-gen", a->n_gen, "Generated tokens of the tg test (0 = skip)")
@@ -191,7 +191,14 @@ void AddBenchCommand(CLI::App& app, Runner* runner) {
                 "Also measure memory bandwidth (STREAM triad) and print decode t/s as a "
                 "percentage of bandwidth / bytes read per token");
   cmd->add_flag("--no-warmup", a->no_warmup, "Skip the untimed warm-up run of each test");
-  cmd->callback([=] { *runner = [=] { return Bench(*a); }; });
+  cmd->require_subcommand(0, 1);
+  CLI::App* serve = AddBenchServeCommand(*cmd, runner);
+  // CLI11 runs the `serve` callback first; it has set the runner then.
+  cmd->callback([=] {
+    if (serve->parsed()) return;
+    if (a->model.empty()) throw CLI::RequiredError("--model");
+    *runner = [=] { return Bench(*a); };
+  });
 }
 
 }  // namespace shoal::cli
