@@ -38,15 +38,6 @@ request / output / total token throughput and mean, median and p99 of TTFT, TPOT
 latency in ms. Exits 1 when no request succeeded.
 )";
 
-// Lets 1,000+ concurrent connections open: the soft descriptor limit is often 1,024.
-void RaiseFileLimit() {
-  rlimit lim;
-  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &lim);
-  }
-}
-
 Result<double> ParseRate(const std::string& s) {
   if (s == "inf" || s == "INF" || s == "infinity") return std::numeric_limits<double>::infinity();
   char* end = nullptr;

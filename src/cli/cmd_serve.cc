@@ -103,6 +103,7 @@ int Serve(const ServeArgs& a) {
     swap_bytes = *b;
   }
 
+  RaiseFileLimit();
   server::Server srv(sc);
   if (Status s = srv.Listen(); !s.ok()) return Fail(s);
   std::fprintf(stderr, "shoal serve: listening on http://%s:%d (loading %s)\n", a.host.c_str(),

@@ -1,6 +1,8 @@
 // Shared CLI plumbing.
 #include "cli/common.h"
 
+#include <sys/resource.h>
+
 #include <cstdio>
 
 #include "io/mapped_file.h"
@@ -40,5 +42,13 @@ Result<DType> ParseKvType(const std::string& name) {
 }
 
 int ResolveThreads(int threads) { return threads > 0 ? threads : HardwareThreads(); }
+
+void RaiseFileLimit() {
+  rlimit lim;
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
 
 }  // namespace shoal::cli

@@ -30,6 +30,10 @@ Result<std::string> PromptText(const std::string& prompt, const std::string& fil
 // The KV cache type of --kv-type: f16 (llama.cpp's default numerics) or f32.
 Result<DType> ParseKvType(const std::string& name);
 
+// Lets 1,000+ concurrent connections open: raises the soft descriptor limit (often 1,024) to
+// the hard one.
+void RaiseFileLimit();
+
 // Threads: 0 means every hardware thread.
 int ResolveThreads(int threads);
 
