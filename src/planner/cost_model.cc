@@ -1,0 +1,164 @@
+// Cost model of a pipeline stage: memory, roofline time per token, link time.
+#include "planner/cost_model.h"
+
+#include <algorithm>
+
+namespace shoal::planner {
+namespace {
+
+uint64_t KvPerTokenLayer(const ModelProfile& p, const PlanConfig& c) {
+  Result<uint64_t> r = KvBytesPerTokenPerLayer(p.hp, c.kv_dtype);
+  return r.ok() ? *r : 0;  // ValidateConfig rejects other KV types first
+}
+
+// Seconds for `flops_per_param` flops per matmul parameter over `cost`'s matrices on `node`
+// (0 when the node reports no throughput: memory-bound model only).
+double MatmulSeconds(const TensorCost& cost, const NodeInfo& node, double flops_per_param) {
+  double s = 0;
+  for (const TypedParams& t : cost.matmul) {
+    const double f = node.FlopsFor(t.type);
+    if (f > 0) s += flops_per_param * static_cast<double>(t.params) / f;
+  }
+  return s;
+}
+
+// Attention flops per query token at context ctx: q.k and the weighted sum of v over ctx keys
+// for every head, 2 flops per multiply-add.
+double AttentionFlops(const HParams& hp, double ctx) {
+  return 2.0 * static_cast<double>(hp.n_head * (hp.head_dim_k + hp.head_dim_v)) * ctx;
+}
+
+double F32Seconds(const NodeInfo& node, double flops) {
+  const double f = node.FlopsFor(DType::kF32);
+  return f > 0 ? flops / f : 0;
+}
+
+}  // namespace
+
+std::string_view LinkDTypeName(LinkDType t) {
+  switch (t) {
+    case LinkDType::kF32:
+      return "f32";
+    case LinkDType::kF16:
+      return "f16";
+    case LinkDType::kQ8_0:
+      return "q8_0";
+  }
+  return "?";
+}
+
+Result<LinkDType> ParseLinkDType(std::string_view name) {
+  for (LinkDType t : {LinkDType::kF32, LinkDType::kF16, LinkDType::kQ8_0})
+    if (LinkDTypeName(t) == name) return t;
+  return Errorf("unknown link type '{}' (use f32, f16 or q8_0)", name);
+}
+
+uint64_t LinkRowBytes(LinkDType t, int64_t n_embd) {
+  const uint64_t n = static_cast<uint64_t>(n_embd);
+  switch (t) {
+    case LinkDType::kF32:
+      return 4 * n;
+    case LinkDType::kF16:
+      return 2 * n;
+    case LinkDType::kQ8_0:
+      return (n + 31) / 32 * 34;  // f16 scale + 32 int8 per block
+  }
+  return 4 * n;
+}
+
+Status ValidateConfig(const PlanConfig& c) {
+  if (c.max_num_seqs < 1) return Errorf("plan: max_num_seqs must be >= 1");
+  if (c.max_model_len < 1) return Errorf("plan: max_model_len must be >= 1");
+  if (c.block_size < 1) return Errorf("plan: block_size must be >= 1");
+  if (c.max_batched_tokens < 1) return Errorf("plan: max_batched_tokens must be >= 1");
+  if (c.kv_dtype != DType::kF16 && c.kv_dtype != DType::kF32)
+    return Errorf("plan: KV cache type {} not supported (use f16 or f32)", DTypeName(c.kv_dtype));
+  if (!(c.link_bw > 0) || !(c.link_latency_s >= 0))
+    return Errorf("plan: link bandwidth must be > 0 and latency >= 0");
+  if (c.decode_context < 0) return Errorf("plan: decode_context must be >= 0");
+  return Status::Ok();
+}
+
+uint64_t KvTokensPerLayer(const PlanConfig& c) {
+  const uint64_t bs = static_cast<uint64_t>(c.block_size);
+  const uint64_t blocks_per_seq = (static_cast<uint64_t>(c.max_model_len) + bs - 1) / bs;
+  return static_cast<uint64_t>(c.max_num_seqs) * blocks_per_seq * bs;
+}
+
+uint64_t StageBuffers(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                      bool first_stage, bool last_stage) {
+  BufferInputs in;
+  in.max_tokens = c.max_batched_tokens;
+  // Logit rows per step: at most one per scheduled sequence.
+  in.max_out_rows = std::min(c.max_num_seqs, c.max_batched_tokens);
+  in.max_context = c.max_model_len;
+  in.n_threads = node.n_threads;
+  in.link_row_bytes = LinkRowBytes(c.link_dtype, p.hp.n_embd);
+  return StageBufferBytes(p, first_stage, last_stage, in).total();
+}
+
+StageMemory EstimateStageMemory(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                                int32_t first, int32_t last) {
+  StageMemory m;
+  m.weights = p.StageWeightBytes(first, last);
+  m.kv = KvPerTokenLayer(p, c) * KvTokensPerLayer(c) * static_cast<uint64_t>(last - first);
+  m.buffers = StageBuffers(p, node, c, first == 0, last == p.n_layer());
+  m.overhead = c.process_overhead;
+  return m;
+}
+
+double LayerDecodeSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                          int32_t l) {
+  const TensorCost& L = p.layers[static_cast<size_t>(l)];
+  const double ctx = c.DecodeContext();
+  // Every weight byte and the sequence's cached K/V rows are read once per token.
+  const double bytes =
+      static_cast<double>(L.bytes) + ctx * static_cast<double>(KvPerTokenLayer(p, c));
+  const double mem_s = bytes / node.mem_bw;
+  const double compute_s =
+      MatmulSeconds(L, node, 2.0) + F32Seconds(node, AttentionFlops(p.hp, ctx));
+  return std::max(mem_s, compute_s);
+}
+
+double LayerPrefillSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                           int32_t l) {
+  const TensorCost& L = p.layers[static_cast<size_t>(l)];
+  const double B = c.max_batched_tokens;
+  // A batch of B prompt tokens reads the weights once and writes B rows of K/V; its tokens
+  // attend on average to B / 2 positions (a fresh prompt chunk).
+  const double bytes =
+      static_cast<double>(L.bytes) / B + static_cast<double>(KvPerTokenLayer(p, c));
+  const double mem_s = bytes / node.mem_bw;
+  const double compute_s =
+      MatmulSeconds(L, node, 2.0) + F32Seconds(node, AttentionFlops(p.hp, B / 2));
+  return std::max(mem_s, compute_s);
+}
+
+double ExtrasDecodeSeconds(const ModelProfile& p, const NodeInfo& node, int32_t first,
+                           int32_t last) {
+  if (last != p.n_layer()) return 0;  // the first stage's embedding lookup reads one row
+  TensorCost head = p.head;
+  if (p.hp.tied_embeddings) head.Add(p.token_embd);
+  return std::max(static_cast<double>(head.bytes) / node.mem_bw, MatmulSeconds(head, node, 2.0));
+}
+
+StageTime EstimateStageTime(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                            int32_t first, int32_t last) {
+  StageTime t;
+  for (int32_t l = first; l < last; ++l) {
+    t.decode_s += LayerDecodeSeconds(p, node, c, l);
+    t.prefill_s += LayerPrefillSeconds(p, node, c, l);
+  }
+  t.decode_s += ExtrasDecodeSeconds(p, node, first, last);
+  return t;
+}
+
+LinkTime EstimateLinkTime(const ModelProfile& p, const NodeInfo& from, const PlanConfig& c) {
+  const double bw = from.link_bw > 0 ? from.link_bw : c.link_bw;
+  LinkTime t;
+  t.transfer_s = static_cast<double>(LinkRowBytes(c.link_dtype, p.hp.n_embd)) / bw;
+  t.latency_s = from.link_latency_s > 0 ? from.link_latency_s : c.link_latency_s;
+  return t;
+}
+
+}  // namespace shoal::planner

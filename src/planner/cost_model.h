@@ -1,0 +1,91 @@
+// Cost model of a pipeline stage: memory (weights, KV, buffers, overhead), time per token
+// (roofline of memory bandwidth and matmul throughput) and link time. Shared by the placement
+// (plan.h) and the cluster simulator.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "base/status.h"
+#include "planner/model_profile.h"
+#include "planner/node_info.h"
+
+namespace shoal::planner {
+
+// How activations travel between stages (the sender converts; DESIGN.md, node protocol).
+enum class LinkDType { kF32, kF16, kQ8_0 };
+std::string_view LinkDTypeName(LinkDType t);
+Result<LinkDType> ParseLinkDType(std::string_view name);
+// Bytes of one row of n_embd activations on the wire (q8_0: 34 bytes per 32 values).
+uint64_t LinkRowBytes(LinkDType t, int64_t n_embd);
+
+// What stages balance: the time of one decode token or of one prompt token.
+enum class Balance { kDecode, kPrefill };
+
+struct PlanConfig {
+  int32_t max_num_seqs = 16;
+  int32_t max_model_len = 2048;
+  int32_t block_size = 16;
+  DType kv_dtype = DType::kF16;
+  int32_t max_batched_tokens = 512;
+  LinkDType link_dtype = LinkDType::kF16;
+  // Link defaults for nodes that report none: 1 Gb/s Ethernet (125 MB/s), the common link of
+  // small clusters; 100 us one way, a LAN TCP hop through two kernels' network stacks.
+  double link_bw = 125e6;
+  double link_latency_s = 100e-6;
+  // Context at which decode time is estimated (KV read and attention); 0 = max_model_len / 2,
+  // the mean context of a sequence that fills its window.
+  int32_t decode_context = 0;
+  Balance balance = Balance::kDecode;
+  uint64_t process_overhead = kProcessOverheadBytes;
+
+  int32_t DecodeContext() const { return decode_context > 0 ? decode_context : max_model_len / 2; }
+};
+Status ValidateConfig(const PlanConfig& c);
+
+// KV tokens each layer of a stage holds: max_num_seqs full sequences, each rounded up to whole
+// blocks (KvStore sizes its pool in blocks).
+uint64_t KvTokensPerLayer(const PlanConfig& c);
+
+struct StageMemory {
+  uint64_t weights = 0;   // mapped tensors of the layers and the stage's extra tensors
+  uint64_t kv = 0;        // KV pool for the layers
+  uint64_t buffers = 0;   // activations and scratch (StageBufferBytes)
+  uint64_t overhead = 0;  // the process itself
+  uint64_t total() const { return weights + kv + buffers + overhead; }
+};
+
+// Memory of a stage serving [first, last) on `node` (which sets the attention-scratch threads).
+StageMemory EstimateStageMemory(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                                int32_t first, int32_t last);
+// Buffers only (first/last say whether the stage embeds tokens / produces logits).
+uint64_t StageBuffers(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                      bool first_stage, bool last_stage);
+
+// Seconds per token of layer `l` on `node`: decode of one sequence at DecodeContext(), or
+// a prompt token in a max_batched_tokens batch (see docs/ARCHITECTURE.md, "planner").
+double LayerDecodeSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                          int32_t l);
+double LayerPrefillSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                           int32_t l);
+// Seconds per decode token of a stage's extra tensors (the output head on the last stage).
+double ExtrasDecodeSeconds(const ModelProfile& p, const NodeInfo& node, int32_t first,
+                           int32_t last);
+
+struct StageTime {
+  double decode_s = 0;
+  double prefill_s = 0;
+};
+StageTime EstimateStageTime(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                            int32_t first, int32_t last);
+
+// One token's activations from `from` to the next stage: transfer (bytes / bandwidth) and
+// latency.
+struct LinkTime {
+  double transfer_s = 0;
+  double latency_s = 0;
+  double total() const { return transfer_s + latency_s; }
+};
+LinkTime EstimateLinkTime(const ModelProfile& p, const NodeInfo& from, const PlanConfig& c);
+
+}  // namespace shoal::planner

@@ -1,0 +1,100 @@
+// Model profile: what a model costs per layer (weight bytes, flops, KV bytes) and per stage
+// (extra tensors, activation buffers), read from a GGUF tensor table without loading weights.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arch/hparams.h"
+#include "base/status.h"
+#include "gguf/gguf.h"
+#include "tensor/dtype.h"
+
+namespace shoal::planner {
+
+// Fixed memory of one `shoal node` process before any weight, KV block or activation buffer:
+// code, libc/libstdc++ and their heaps, thread stacks, the GGUF metadata. Measured as the peak
+// RSS of `shoal info -m stories260K.gguf` (a process that opens a model and prints it, weights
+// 1 MiB): 7.6 MiB (x86-64, Debian 12, `/usr/bin/time -v`). Rounded up to 16 MiB for the thread
+// pool's touched stacks, the tokenizer's vocabulary on the coordinator side and allocator slack.
+inline constexpr uint64_t kProcessOverheadBytes = uint64_t{16} << 20;
+
+// One tensor as the planner sees it.
+struct TensorEntry {
+  std::string name;
+  DType type = DType::kF32;
+  std::array<int64_t, 4> ne = {1, 1, 1, 1};  // ggml order
+  int n_dims = 1;
+  uint64_t nbytes = 0;
+
+  // Shape-only entry (bytes from the type's row size), e.g. for models never written to disk.
+  static Result<TensorEntry> FromShape(std::string name, DType type,
+                                       const std::vector<int64_t>& ne);
+  int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+};
+
+// Matrix parameters (multiply-adds per token) of one weight type.
+struct TypedParams {
+  DType type = DType::kF32;
+  int64_t params = 0;
+};
+
+// Cost of a group of tensors: bytes, and the matmul parameters by weight type.
+struct TensorCost {
+  uint64_t bytes = 0;
+  std::vector<TypedParams> matmul;  // one entry per type, types in first-seen order
+
+  void Add(const TensorEntry& t);
+  void Add(const TensorCost& o);
+  int64_t matmul_params() const;
+};
+
+struct ModelProfile {
+  HParams hp;
+  std::vector<TensorCost> layers;  // [n_layer]: tensors "blk.N.*"
+  TensorCost token_embd;           // first stage (and last stage when embeddings are tied)
+  TensorCost head;                 // output_norm.* + output.* (last stage)
+  TensorCost other;                // any other non-layer tensor: counted on every stage
+  uint64_t total_bytes = 0;        // sum of every tensor's bytes
+  int64_t n_tensors = 0;
+
+  int32_t n_layer() const { return static_cast<int32_t>(layers.size()); }
+  // Bytes of the tensors a stage serving layers [first, last) maps.
+  uint64_t StageWeightBytes(int32_t first, int32_t last) const;
+  // Tensors other than layers that the stage needs (embeddings, head, others).
+  TensorCost StageExtras(int32_t first, int32_t last) const;
+};
+
+// K + V bytes one token takes in one layer's cache: (k_dim + v_dim) * element size, as
+// KvLayout::BytesPerBlock counts them. kv_dtype must be F16 or F32.
+Result<uint64_t> KvBytesPerTokenPerLayer(const HParams& hp, DType kv_dtype);
+
+// Activation and scratch buffers of one stage for batches of up to `max_tokens` rows.
+struct BufferInputs {
+  int64_t max_tokens = 512;     // max_num_batched_tokens
+  int64_t max_out_rows = 1;     // rows that produce logits per step (<= sequences per step)
+  int64_t max_context = 2048;   // longest sequence (attention scratch per thread)
+  int32_t n_threads = 1;        // compute threads of the node
+  uint64_t link_row_bytes = 0;  // bytes of one activation row on the wire
+};
+struct BufferBytes {
+  uint64_t workspace =
+      0;  // the dense decoder's Workspace (x, xn, q, k, v, att, tmp, gate, up, rope)
+  uint64_t matmul_scratch = 0;  // activations converted to the weights' dot type
+  uint64_t attention = 0;       // per-thread attention scratch
+  uint64_t io = 0;              // hidden in/out, wire copies, logits
+  uint64_t total() const { return workspace + matmul_scratch + attention + io; }
+};
+BufferBytes StageBufferBytes(const ModelProfile& p, bool first_stage, bool last_stage,
+                             const BufferInputs& in);
+
+// Builds a profile from a tensor list. Errors on layer tensors outside [0, n_layer), a layer with
+// no tensor, or a missing token_embd.
+Result<ModelProfile> ProfileFromTensors(const HParams& hp, const std::vector<TensorEntry>& tensors);
+// Reads the hyper-parameters (arch::LoadHParams) and the tensor table of an open GGUF file.
+Result<ModelProfile> ProfileFromGguf(const gguf::File& f);
+
+}  // namespace shoal::planner

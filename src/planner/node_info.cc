@@ -1,0 +1,113 @@
+// NodeInfo validation and its JSON form.
+#include "planner/node_info.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace shoal::planner {
+namespace {
+
+using nlohmann::json;
+
+bool FiniteNonNegative(double x) { return std::isfinite(x) && x >= 0; }
+
+Status ReadString(const json& j, const char* key, std::string* out) {
+  auto it = j.find(key);
+  if (it == j.end()) return Status::Ok();
+  if (!it->is_string()) return Errorf("node info: '{}' must be a string", key);
+  *out = it->get<std::string>();
+  return Status::Ok();
+}
+
+Status ReadDouble(const json& j, const char* key, double* out) {
+  auto it = j.find(key);
+  if (it == j.end()) return Status::Ok();
+  if (!it->is_number()) return Errorf("node info: '{}' must be a number", key);
+  const double v = it->get<double>();
+  if (!FiniteNonNegative(v)) return Errorf("node info: '{}' = {} is out of range", key, v);
+  *out = v;
+  return Status::Ok();
+}
+
+Status ReadUint(const json& j, const char* key, uint64_t max, uint64_t* out) {
+  auto it = j.find(key);
+  if (it == j.end()) return Status::Ok();
+  uint64_t v = 0;
+  if (it->is_number_unsigned()) {
+    v = it->get<uint64_t>();
+  } else if (it->is_number_integer() && it->get<int64_t>() >= 0) {
+    v = static_cast<uint64_t>(it->get<int64_t>());
+  } else {
+    return Errorf("node info: '{}' must be a non-negative integer", key);
+  }
+  if (v > max) return Errorf("node info: '{}' = {} is out of range", key, v);
+  *out = v;
+  return Status::Ok();
+}
+
+}  // namespace
+
+double NodeInfo::FlopsFor(DType type) const {
+  double slowest = 0;
+  for (const auto& [t, f] : matmul_flops) {
+    if (t == type) return f;
+    if (slowest == 0 || f < slowest) slowest = f;
+  }
+  return slowest;
+}
+
+Status ValidateNode(const NodeInfo& n) {
+  const std::string who = n.name.empty() ? std::string("(unnamed)") : n.name;
+  if (n.mem_limit == 0) return Errorf("node {}: no memory limit", who);
+  if (!(std::isfinite(n.mem_bw) && n.mem_bw > 0))
+    return Errorf("node {}: memory bandwidth must be > 0 (got {})", who, n.mem_bw);
+  for (const auto& [t, f] : n.matmul_flops)
+    if (!(std::isfinite(f) && f > 0))
+      return Errorf("node {}: matmul throughput for {} must be > 0", who, DTypeName(t));
+  if (!FiniteNonNegative(n.link_bw) || !FiniteNonNegative(n.link_latency_s))
+    return Errorf("node {}: link bandwidth and latency must be finite and >= 0", who);
+  if (n.n_threads < 1) return Errorf("node {}: n_threads must be >= 1", who);
+  return Status::Ok();
+}
+
+std::string NodeInfoToJson(const NodeInfo& n) {
+  json flops = json::object();
+  for (const auto& [t, f] : n.matmul_flops) flops[std::string(DTypeName(t))] = f;
+  json j = {
+      {"name", n.name},           {"address", n.address},  {"mem_limit", n.mem_limit},
+      {"mem_bw", n.mem_bw},       {"matmul_flops", flops}, {"isa", n.isa},
+      {"n_threads", n.n_threads}, {"link_bw", n.link_bw},  {"link_latency_s", n.link_latency_s}};
+  // Replacing invalid UTF-8 keeps dump() from throwing on a hostile name.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<NodeInfo> NodeInfoFromJson(const std::string& text) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Errorf("node info: not valid JSON");
+  if (!j.is_object()) return Errorf("node info: expected a JSON object");
+  NodeInfo n;
+  SHOAL_RETURN_IF_ERROR(ReadString(j, "name", &n.name));
+  SHOAL_RETURN_IF_ERROR(ReadString(j, "address", &n.address));
+  SHOAL_RETURN_IF_ERROR(ReadString(j, "isa", &n.isa));
+  SHOAL_RETURN_IF_ERROR(ReadUint(j, "mem_limit", UINT64_MAX, &n.mem_limit));
+  SHOAL_RETURN_IF_ERROR(ReadDouble(j, "mem_bw", &n.mem_bw));
+  SHOAL_RETURN_IF_ERROR(ReadDouble(j, "link_bw", &n.link_bw));
+  SHOAL_RETURN_IF_ERROR(ReadDouble(j, "link_latency_s", &n.link_latency_s));
+  uint64_t threads = static_cast<uint64_t>(n.n_threads);
+  SHOAL_RETURN_IF_ERROR(ReadUint(j, "n_threads", INT32_MAX, &threads));
+  n.n_threads = static_cast<int32_t>(threads);
+  if (auto it = j.find("matmul_flops"); it != j.end()) {
+    if (!it->is_object()) return Errorf("node info: 'matmul_flops' must be an object");
+    for (auto e = it->begin(); e != it->end(); ++e) {
+      const std::optional<DType> t = DTypeFromName(e.key());
+      if (!t) return Errorf("node info: matmul_flops: unknown type '{}'", e.key());
+      if (!e.value().is_number())
+        return Errorf("node info: matmul_flops.{} must be a number", e.key());
+      n.matmul_flops.emplace_back(*t, e.value().get<double>());
+    }
+  }
+  return n;
+}
+
+}  // namespace shoal::planner

@@ -1,0 +1,107 @@
+// Tests of NodeInfo: validation, throughput lookup and the JSON round trip.
+#include "planner/node_info.h"
+
+#include <gtest/gtest.h>
+
+namespace shoal::planner {
+namespace {
+
+NodeInfo Sample() {
+  NodeInfo n;
+  n.name = "n2";
+  n.address = "10.0.0.7:7070";
+  n.mem_limit = uint64_t{256} << 20;
+  n.mem_bw = 12.75e9;
+  n.matmul_flops = {{DType::kQ4_0, 81.5e9}, {DType::kF32, 33.25e9}, {DType::kQ6_K, 40e9}};
+  n.isa = "avx2";
+  n.n_threads = 6;
+  n.link_bw = 117.5e6;
+  n.link_latency_s = 83e-6;
+  return n;
+}
+
+TEST(NodeInfoTest, JsonRoundTrip) {
+  const NodeInfo n = Sample();
+  const std::string json = NodeInfoToJson(n);
+  auto back = NodeInfoFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << json;
+  EXPECT_EQ(back->name, n.name);
+  EXPECT_EQ(back->address, n.address);
+  EXPECT_EQ(back->mem_limit, n.mem_limit);
+  EXPECT_EQ(back->mem_bw, n.mem_bw);
+  EXPECT_EQ(back->isa, n.isa);
+  EXPECT_EQ(back->n_threads, n.n_threads);
+  EXPECT_EQ(back->link_bw, n.link_bw);
+  EXPECT_EQ(back->link_latency_s, n.link_latency_s);
+  ASSERT_EQ(back->matmul_flops.size(), n.matmul_flops.size());
+  for (const auto& [t, f] : n.matmul_flops) EXPECT_EQ(back->FlopsFor(t), f) << DTypeName(t);
+  EXPECT_TRUE(ValidateNode(*back).ok());
+  // A second trip gives the same text (types keyed by name, sorted).
+  EXPECT_EQ(NodeInfoToJson(*back), json);
+  EXPECT_NE(json.find("\"q4_0\":"), std::string::npos);
+}
+
+TEST(NodeInfoTest, MissingKeysKeepDefaultsAndUnknownKeysAreIgnored) {
+  auto n = NodeInfoFromJson(R"({"name": "a", "mem_limit": 1024, "future_field": [1, 2]})");
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(n->name, "a");
+  EXPECT_EQ(n->mem_limit, 1024u);
+  EXPECT_EQ(n->n_threads, 1);
+  EXPECT_TRUE(n->matmul_flops.empty());
+  EXPECT_FALSE(ValidateNode(*n).ok());  // no bandwidth
+}
+
+TEST(NodeInfoTest, BadJsonIsAnError) {
+  const char* bad[] = {
+      "",
+      "{",
+      "[1, 2]",
+      R"({"mem_limit": -5})",
+      R"({"mem_limit": 1.5})",
+      R"({"mem_limit": "256M"})",
+      R"({"mem_bw": "fast"})",
+      R"({"mem_bw": -1})",
+      R"({"name": 7})",
+      R"({"n_threads": 4294967296})",
+      R"({"matmul_flops": [1]})",
+      R"({"matmul_flops": {"q9_9": 1e9}})",
+      R"({"matmul_flops": {"q4_0": "x"}})",
+  };
+  for (const char* j : bad) {
+    auto n = NodeInfoFromJson(j);
+    EXPECT_FALSE(n.ok()) << j;
+  }
+  auto n = NodeInfoFromJson(R"({"mem_bw": "fast"})");
+  EXPECT_NE(n.status().message().find("mem_bw"), std::string::npos);
+}
+
+TEST(NodeInfoTest, InvalidUtf8NameDoesNotThrow) {
+  NodeInfo n = Sample();
+  n.name = "bad\xff\xfename";
+  const std::string json = NodeInfoToJson(n);
+  auto back = NodeInfoFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->mem_limit, n.mem_limit);
+}
+
+TEST(NodeInfoTest, FlopsForFallsBackToTheSlowestListedType) {
+  NodeInfo n = Sample();
+  EXPECT_EQ(n.FlopsFor(DType::kQ4_0), 81.5e9);
+  EXPECT_EQ(n.FlopsFor(DType::kQ8_0), 33.25e9);
+  n.matmul_flops.clear();
+  EXPECT_EQ(n.FlopsFor(DType::kQ8_0), 0.0);
+}
+
+TEST(NodeInfoTest, ValidateNames) {
+  NodeInfo n = Sample();
+  n.mem_limit = 0;
+  auto s = ValidateNode(n);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("n2"), std::string::npos);
+  n = Sample();
+  n.matmul_flops.push_back({DType::kQ8_0, 0});
+  EXPECT_FALSE(ValidateNode(n).ok());
+}
+
+}  // namespace
+}  // namespace shoal::planner
