@@ -16,10 +16,11 @@
 namespace shoal::planner {
 
 // Fixed memory of one `shoal node` process before any weight, KV block or activation buffer:
-// code, libc/libstdc++ and their heaps, thread stacks, the GGUF metadata. Measured as the peak
-// RSS of `shoal info -m stories260K.gguf` (a process that opens a model and prints it, weights
-// 1 MiB): 7.6 MiB (x86-64, Debian 12, `/usr/bin/time -v`). Rounded up to 16 MiB for the thread
-// pool's touched stacks, the tokenizer's vocabulary on the coordinator side and allocator slack.
+// code, libc/libstdc++ and their heaps, thread stacks, GGUF metadata. Measured with
+// `/usr/bin/time -v` (peak RSS, x86-64 Debian 12, Release build): `shoal info -m
+// stories260K.gguf` (opens the model, prints it) 5.4-5.5 MiB; `shoal run` of stories260K with 4
+// threads, 32 tokens 7.2 MiB, of which ~1.1 MiB are its weights. 16 MiB leaves ~2x of the
+// running figure for the node agent's sockets and frame buffers and per-thread malloc arenas.
 inline constexpr uint64_t kProcessOverheadBytes = uint64_t{16} << 20;
 
 // One tensor as the planner sees it.
