@@ -2,6 +2,7 @@
 // TinyLlama-1.1B Q4_0 over four 256 MiB nodes.
 #include "planner/plan.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -69,7 +70,7 @@ TEST(PlanTest, EqualNodesGetEqualLayerCounts) {
   for (int n = 1; n <= 8; ++n) {
     SCOPED_TRACE(n);
     std::vector<NodeInfo> nodes;
-    for (int i = 0; i < n; ++i) nodes.push_back(Node("n" + std::to_string(i), kGiB));
+    for (int i = 0; i < n; ++i) nodes.push_back(Node(fmt::format("n{}", i), kGiB));
     auto plan = MakePlan(p, nodes, c);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     CheckPlan(*plan, p, nodes);
@@ -161,7 +162,7 @@ TEST(PlanTest, OneToEightStagesOfTheSameModel) {
   for (int n = 1; n <= 8; ++n) {
     SCOPED_TRACE(n);
     std::vector<NodeInfo> nodes;
-    for (int i = 0; i < n; ++i) nodes.push_back(Node("n" + std::to_string(i), 2 * kGiB));
+    for (int i = 0; i < n; ++i) nodes.push_back(Node(fmt::format("n{}", i), 2 * kGiB));
     auto plan = MakePlan(p, nodes, c);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     CheckPlan(*plan, p, nodes);
@@ -176,7 +177,7 @@ TEST(PlanTest, OutputHeadCountsOnTheLastStage) {
   // token, so with equal nodes the last stage takes fewer layers.
   const ModelProfile p = TinyLlamaQ4();
   std::vector<NodeInfo> nodes;
-  for (int i = 0; i < 4; ++i) nodes.push_back(Node("n" + std::to_string(i), 2 * kGiB));
+  for (int i = 0; i < 4; ++i) nodes.push_back(Node(fmt::format("n{}", i), 2 * kGiB));
   auto plan = MakePlan(p, nodes, PlanConfig{});
   ASSERT_TRUE(plan.ok());
   const std::vector<int32_t> counts = Counts(*plan);
@@ -194,7 +195,7 @@ TEST(PlanTest, InvalidInput) {
   PlanConfig c;
   EXPECT_FALSE(MakePlan(p, {}, c).ok());
   std::vector<NodeInfo> many;
-  for (int i = 0; i < 31; ++i) many.push_back(Node("n" + std::to_string(i), kGiB));
+  for (int i = 0; i < 31; ++i) many.push_back(Node(fmt::format("n{}", i), kGiB));
   auto r = MakePlan(p, many, c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("at most 30 nodes"), std::string::npos);
@@ -240,7 +241,7 @@ TEST(PlanTest, TinyLlamaQ4OverFour256MiBNodes) {
   c.max_batched_tokens = 256;
   c.link_dtype = LinkDType::kQ8_0;
   std::vector<NodeInfo> nodes;
-  for (int i = 0; i < 4; ++i) nodes.push_back(Node("ps3-" + std::to_string(i), 256 * kMiB));
+  for (int i = 0; i < 4; ++i) nodes.push_back(Node(fmt::format("ps3-{}", i), 256 * kMiB));
   auto plan = MakePlan(p, nodes, c);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   CheckPlan(*plan, p, nodes);
