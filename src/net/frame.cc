@@ -117,9 +117,11 @@ void FrameDecoder::StartPayload() {
   } else {
     frame_.tag = DataTag{};
   }
-  // The length was checked against the limit before anything is allocated.
-  frame_.payload.assign(LoadLE32(header_ + 8), 0);
-  payload_have_ = 0;
+  // The length was checked against the limit. reserve() only maps address space: pages are
+  // touched as bytes arrive, so a header alone does not make us fill 256 MiB.
+  payload_len_ = LoadLE32(header_ + 8);
+  frame_.payload.clear();
+  frame_.payload.reserve(payload_len_);
   in_payload_ = true;
 }
 
@@ -141,12 +143,11 @@ Status FrameDecoder::Feed(std::span<const uint8_t> bytes, std::vector<Frame>* ou
       }
       StartPayload();
     }
-    const size_t take = std::min(frame_.payload.size() - payload_have_, bytes.size() - pos);
-    if (take > 0) std::memcpy(frame_.payload.data() + payload_have_, bytes.data() + pos, take);
-    payload_have_ += take;
+    const size_t take = std::min(payload_len_ - frame_.payload.size(), bytes.size() - pos);
+    frame_.payload.insert(frame_.payload.end(), bytes.data() + pos, bytes.data() + pos + take);
     pos += take;
     offset_ += take;
-    if (payload_have_ < frame_.payload.size()) return Status::Ok();
+    if (frame_.payload.size() < payload_len_) return Status::Ok();
     out->push_back(std::move(frame_));
     frame_ = Frame{};
     in_payload_ = false;
@@ -166,7 +167,7 @@ Status FrameDecoder::Finish() const {
                   frame_start_, have, header_need_);
   }
   return Errorf("malformed frame at stream offset {}: truncated {} frame ({} of {} bytes)",
-                frame_start_, MsgTypeName(frame_.type), have, header_need_ + frame_.payload.size());
+                frame_start_, MsgTypeName(frame_.type), have, header_need_ + payload_len_);
 }
 
 }  // namespace shoal::net

@@ -111,7 +111,7 @@ class FrameDecoder {
   size_t header_have_ = 0;
   size_t header_need_ = kBaseHeaderSize;
   bool in_payload_ = false;
-  size_t payload_have_ = 0;
+  size_t payload_len_ = 0;
   uint64_t frame_start_ = 0;  // stream offset of the frame being decoded
   uint64_t offset_ = 0;
   Frame frame_;
