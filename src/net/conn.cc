@@ -216,13 +216,25 @@ Result<std::optional<Frame>> Conn::Recv(int64_t timeout_ms) {
   std::lock_guard lock(recv_mu_);
   const auto deadline = DeadlineFrom(timeout_ms);
   std::vector<Frame> frames;
-  while (pending_.empty()) {
+  while (true) {
     if (!recv_error_.ok()) return recv_error_;
     if (state_ == LinkState::kShutdown) return Errorf("receive from {}: link shut down", peer_);
+    if (buf_begin_ < buf_end_) {
+      // One frame at a time, so a limit changed after this frame applies to the next one.
+      size_t used = 0;
+      const Status fed = decoder_.Feed({read_buf_.data() + buf_begin_, buf_end_ - buf_begin_},
+                                       &frames, 1, &used);
+      buf_begin_ += used;
+      if (!fed.ok()) return FailRecv(fed.Annotate("receive from " + peer_), LinkState::kFailed);
+      if (!frames.empty()) return std::optional<Frame>(std::move(frames[0]));
+    }
+    buf_begin_ = buf_end_ = 0;
     pollfd p{fd_, POLLIN, 0};
     const int rc = poll(&p, 1, RemainingMs(deadline));
     if (rc < 0 && errno == EINTR) continue;
-    if (rc < 0) return FailRecv(Errorf("receive from {}: poll: {}", peer_, Errno()), LinkState::kFailed);
+    if (rc < 0) {
+      return FailRecv(Errorf("receive from {}: poll: {}", peer_, Errno()), LinkState::kFailed);
+    }
     if (rc == 0) return std::optional<Frame>();
     const ssize_t n = recv(fd_, read_buf_.data(), read_buf_.size(), 0);
     if (n < 0) {
@@ -237,19 +249,8 @@ Result<std::optional<Frame>> Conn::Recv(int64_t timeout_ms) {
       return FailRecv(Errorf("receive from {}: connection closed by peer", peer_),
                       LinkState::kClosedByPeer);
     }
-    const Status fed = decoder_.Feed({read_buf_.data(), static_cast<size_t>(n)}, &frames);
-    for (Frame& f : frames) pending_.push_back(std::move(f));
-    frames.clear();
-    if (!fed.ok()) {
-      // Frames completed before the malformed one are still delivered first.
-      recv_error_ = fed.Annotate("receive from " + peer_);
-      LinkState open = LinkState::kOpen;
-      state_.compare_exchange_strong(open, LinkState::kFailed);
-    }
+    buf_end_ = static_cast<size_t>(n);
   }
-  Frame f = std::move(pending_.front());
-  pending_.pop_front();
-  return std::optional<Frame>(std::move(f));
 }
 
 void Conn::Shutdown() {

@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -78,8 +77,9 @@ class Conn {
   bool send_failed_ = false;  // guarded by send_mu_
   std::mutex recv_mu_;
   FrameDecoder decoder_;  // guarded by recv_mu_
-  std::deque<Frame> pending_;
-  std::vector<uint8_t> read_buf_;
+  std::vector<uint8_t> read_buf_;  // bytes [buf_begin_, buf_end_) received, not yet decoded
+  size_t buf_begin_ = 0;
+  size_t buf_end_ = 0;
   Status recv_error_;
 };
 

@@ -125,9 +125,18 @@ void FrameDecoder::StartPayload() {
   in_payload_ = true;
 }
 
-Status FrameDecoder::Feed(std::span<const uint8_t> bytes, std::vector<Frame>* out) {
+Status FrameDecoder::Feed(std::span<const uint8_t> bytes, std::vector<Frame>* out,
+                          size_t max_frames, size_t* consumed) {
   if (!error_.ok()) return error_;
   size_t pos = 0;
+  size_t frames = 0;
+  struct Report {  // *consumed = pos on every return
+    size_t* consumed;
+    const size_t& pos;
+    ~Report() {
+      if (consumed != nullptr) *consumed = pos;
+    }
+  } report{consumed, pos};
   while (true) {
     if (!in_payload_) {
       // Header bytes: 12, then 20 more for data types once the type is known.
@@ -154,7 +163,7 @@ Status FrameDecoder::Feed(std::span<const uint8_t> bytes, std::vector<Frame>* ou
     header_have_ = 0;
     header_need_ = kBaseHeaderSize;
     frame_start_ = offset_;
-    if (pos == bytes.size()) return Status::Ok();
+    if (pos == bytes.size() || ++frames == max_frames) return Status::Ok();
   }
 }
 

@@ -90,7 +90,13 @@ class FrameDecoder {
  public:
   explicit FrameDecoder(const FrameLimits& limits = {}) : limits_(limits) {}
 
-  Status Feed(std::span<const uint8_t> bytes, std::vector<Frame>* out);
+  Status Feed(std::span<const uint8_t> bytes, std::vector<Frame>* out) {
+    return Feed(bytes, out, SIZE_MAX, nullptr);
+  }
+  // Stops after `max_frames` frames; `*consumed` gets the bytes used (the rest must be fed
+  // again). Lets a connection apply a new limit from the very next frame on (auth.h).
+  Status Feed(std::span<const uint8_t> bytes, std::vector<Frame>* out, size_t max_frames,
+              size_t* consumed);
   // Call at end of stream: an error if the stream stopped inside a frame.
   Status Finish() const;
 

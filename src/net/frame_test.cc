@@ -133,6 +133,25 @@ TEST(FrameTest, DecoderFedRandomSplits) {
   }
 }
 
+TEST(FrameTest, FeedStopsAfterMaxFrames) {
+  std::vector<Frame> frames;
+  const std::vector<uint8_t> bytes = EncodeStream(&frames, 3);
+  FrameDecoder dec;
+  std::vector<Frame> out;
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    size_t used = 0;
+    const size_t before = out.size();
+    ASSERT_TRUE(dec.Feed({bytes.data() + pos, bytes.size() - pos}, &out, 1, &used).ok());
+    ASSERT_GT(used, 0u);
+    pos += used;
+    ASSERT_EQ(out.size(), before + 1);
+    ASSERT_TRUE(dec.at_frame_boundary());
+  }
+  ASSERT_EQ(out.size(), frames.size());
+  for (size_t i = 0; i < out.size(); ++i) ExpectSame(frames[i], out[i]);
+}
+
 TEST(FrameTest, WireBytesAreLittleEndian) {
   Frame f;
   f.type = MsgType::kActivations;
