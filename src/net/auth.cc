@@ -95,8 +95,7 @@ Result<ClusterKey> ClusterKey::LoadFile(const std::string& path) {
   if (!text.ok()) return text.status().Annotate("cluster key");
   std::string& s = *text;
   while (!s.empty() && IsSpace(static_cast<uint8_t>(s.back()))) s.pop_back();
-  Result<ClusterKey> key =
-      FromBytes({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
+  Result<ClusterKey> key = FromBytes({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
   OPENSSL_cleanse(s.data(), s.size());
   if (!key.ok()) return key.status().Annotate(path);
   if ((st.st_mode & 077) != 0) {
@@ -171,7 +170,8 @@ Result<std::string> DecodeGoodbye(std::span<const uint8_t> payload) {
 }
 
 Status AuthenticateDialer(Conn& conn, const ClusterKey& key, const AuthOptions& opts) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(opts.timeout_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(opts.timeout_ms);
   conn.set_recv_max_payload(kHandshakeMaxPayload);
   Result<Nonce> own = RandomNonce();
   if (!own.ok()) return Refuse(conn, "", own.status());
@@ -202,7 +202,8 @@ Status AuthenticateDialer(Conn& conn, const ClusterKey& key, const AuthOptions& 
 }
 
 Status AuthenticateAcceptor(Conn& conn, const ClusterKey& key, const AuthOptions& opts) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(opts.timeout_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(opts.timeout_ms);
   conn.set_recv_max_payload(kHandshakeMaxPayload);
   Result<Frame> hello = RecvBefore(conn, deadline, MsgType::kHello, kNonceBytes, opts.timeout_ms);
   if (!hello.ok()) return Refuse(conn, "handshake failed", hello.status());

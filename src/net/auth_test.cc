@@ -22,7 +22,8 @@ constexpr int64_t kWaitMs = 5'000;  // bound for steps that are immediate on loo
 constexpr int64_t kShortAuthMs = 200;
 
 ClusterKey Key(const std::string& s) {
-  Result<ClusterKey> k = ClusterKey::FromBytes({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
+  Result<ClusterKey> k =
+      ClusterKey::FromBytes({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
   EXPECT_TRUE(k.ok()) << k.status().message();
   return *k;
 }
@@ -37,8 +38,7 @@ TEST(ClusterKeyTest, RejectsShortAndEmptyKeys) {
   ASSERT_FALSE(k.ok());
   EXPECT_THAT(k.status().message(), HasSubstr("at least 16 are required"));
   const std::string fifteen(15, 'k');
-  EXPECT_FALSE(
-      ClusterKey::FromBytes({reinterpret_cast<const uint8_t*>(fifteen.data()), 15}).ok());
+  EXPECT_FALSE(ClusterKey::FromBytes({reinterpret_cast<const uint8_t*>(fifteen.data()), 15}).ok());
 }
 
 TEST(ClusterKeyTest, LoadsFileTrimmingTrailingWhitespace) {
@@ -52,8 +52,8 @@ TEST(ClusterKeyTest, LoadsFileTrimmingTrailingWhitespace) {
   Result<ClusterKey> b = ClusterKey::LoadFile(dir.File("b"));
   ASSERT_TRUE(a.ok()) << a.status().message();
   ASSERT_TRUE(b.ok());
-  EXPECT_TRUE(std::equal(a->bytes().begin(), a->bytes().end(), b->bytes().begin(),
-                         b->bytes().end()));
+  EXPECT_TRUE(
+      std::equal(a->bytes().begin(), a->bytes().end(), b->bytes().begin(), b->bytes().end()));
   for (const char* bad : {"empty", "short", "missing"}) {
     Result<ClusterKey> k = ClusterKey::LoadFile(dir.File(bad));
     ASSERT_FALSE(k.ok()) << bad;
@@ -69,7 +69,8 @@ TEST(ProofTest, BoundToKeyRoleAndNonceOrder) {
   EXPECT_TRUE(ProofMatches(p, *ComputeProof(GoodKey(), Role::kDialer, a, b)));
   EXPECT_FALSE(ProofMatches(p, *ComputeProof(GoodKey(), Role::kAcceptor, a, b)));
   EXPECT_FALSE(ProofMatches(p, *ComputeProof(GoodKey(), Role::kDialer, b, a)));
-  EXPECT_FALSE(ProofMatches(p, *ComputeProof(Key("another key of 16+ bytes"), Role::kDialer, a, b)));
+  EXPECT_FALSE(
+      ProofMatches(p, *ComputeProof(Key("another key of 16+ bytes"), Role::kDialer, a, b)));
   EXPECT_FALSE(ProofMatches(p, std::span(p).first(31)));
   EXPECT_NE(*RandomNonce(), *RandomNonce());
 }
@@ -98,7 +99,8 @@ std::unique_ptr<Conn> Raw(const Listener& l) {
 TEST(HandshakeTest, SameKeySucceedsAndLiftsTheHandshakeLimit) {
   auto l = Listen();
   auto accepted = AcceptAsync(*l, GoodKey());
-  Result<std::unique_ptr<Conn>> dialer = ConnectAuthenticated("127.0.0.1", l->port(), GoodKey(), kWaitMs);
+  Result<std::unique_ptr<Conn>> dialer =
+      ConnectAuthenticated("127.0.0.1", l->port(), GoodKey(), kWaitMs);
   ASSERT_TRUE(dialer.ok()) << dialer.status().message();
   Result<std::unique_ptr<Conn>> acceptor = accepted.get();
   ASSERT_TRUE(acceptor.ok()) << acceptor.status().message();
@@ -121,7 +123,8 @@ TEST(HandshakeTest, SameKeySucceedsAndLiftsTheHandshakeLimit) {
 TEST(HandshakeTest, WrongKeyRejectedOnBothSides) {
   auto l = Listen();
   auto accepted = AcceptAsync(*l, Key("a different cluster key"));
-  Result<std::unique_ptr<Conn>> dialer = ConnectAuthenticated("127.0.0.1", l->port(), GoodKey(), kWaitMs);
+  Result<std::unique_ptr<Conn>> dialer =
+      ConnectAuthenticated("127.0.0.1", l->port(), GoodKey(), kWaitMs);
   ASSERT_FALSE(dialer.ok());
   EXPECT_THAT(dialer.status().message(), HasSubstr("acceptor did not prove the cluster key"));
   Result<std::unique_ptr<Conn>> acceptor = accepted.get();
@@ -262,7 +265,8 @@ TEST(HandshakeTest, ListenerSurvivesAFailedPeer) {
     EXPECT_FALSE(accepted.get().ok());
   }
   auto accepted = AcceptAsync(*l, GoodKey());
-  Result<std::unique_ptr<Conn>> dialer = ConnectAuthenticated("127.0.0.1", l->port(), GoodKey(), kWaitMs);
+  Result<std::unique_ptr<Conn>> dialer =
+      ConnectAuthenticated("127.0.0.1", l->port(), GoodKey(), kWaitMs);
   EXPECT_TRUE(dialer.ok()) << dialer.status().message();
   EXPECT_TRUE(accepted.get().ok());
 }

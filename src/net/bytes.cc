@@ -44,7 +44,8 @@ void ByteWriter::F32Array(std::span<const float> values) {
     // Activations are megabytes: one copy of the float bytes, already in wire order.
     if (!values.empty()) std::memcpy(p, values.data(), values.size() * 4);
   } else {
-    for (size_t i = 0; i < values.size(); ++i) StoreLE32(p + 4 * i, std::bit_cast<uint32_t>(values[i]));
+    for (size_t i = 0; i < values.size(); ++i)
+      StoreLE32(p + 4 * i, std::bit_cast<uint32_t>(values[i]));
   }
 }
 

@@ -86,8 +86,8 @@ Result<addrinfo*> Resolve(const std::string& host, uint16_t port, bool passive) 
 
 // One non-blocking connect attempt bounded by `deadline`; returns the connected blocking fd.
 Result<int> ConnectOne(const addrinfo* ai, const std::optional<SteadyTime>& deadline) {
-  const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                        ai->ai_protocol);
+  const int fd =
+      socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
   if (fd < 0) return Errorf("socket: {}", Errno());
   if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
     const std::string err = Errno();
@@ -120,10 +120,14 @@ Result<int> ConnectOne(const addrinfo* ai, const std::optional<SteadyTime>& dead
 
 const char* LinkStateName(LinkState s) {
   switch (s) {
-    case LinkState::kOpen: return "open";
-    case LinkState::kClosedByPeer: return "closed by peer";
-    case LinkState::kFailed: return "failed";
-    case LinkState::kShutdown: return "shut down";
+    case LinkState::kOpen:
+      return "open";
+    case LinkState::kClosedByPeer:
+      return "closed by peer";
+    case LinkState::kFailed:
+      return "failed";
+    case LinkState::kShutdown:
+      return "shut down";
   }
   return "unknown";
 }
@@ -171,8 +175,8 @@ Status Conn::SendLocked(std::span<const uint8_t> header, std::span<const uint8_t
     if (n < 0) {
       if (errno == EINTR) continue;
       const bool timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
-      const std::string err = timed_out ? fmt::format("no progress for {} ms", opts_.send_timeout_ms)
-                                        : Errno();
+      const std::string err =
+          timed_out ? fmt::format("no progress for {} ms", opts_.send_timeout_ms) : Errno();
       send_failed_ = true;
       state_ = LinkState::kFailed;
       return Errorf("send to {}: {}", peer_, err);
@@ -222,8 +226,8 @@ Result<std::optional<Frame>> Conn::Recv(int64_t timeout_ms) {
     if (buf_begin_ < buf_end_) {
       // One frame at a time, so a limit changed after this frame applies to the next one.
       size_t used = 0;
-      const Status fed = decoder_.Feed({read_buf_.data() + buf_begin_, buf_end_ - buf_begin_},
-                                       &frames, 1, &used);
+      const Status fed =
+          decoder_.Feed({read_buf_.data() + buf_begin_, buf_end_ - buf_begin_}, &frames, 1, &used);
       buf_begin_ += used;
       if (!fed.ok()) return FailRecv(fed.Annotate("receive from " + peer_), LinkState::kFailed);
       if (!frames.empty()) return std::optional<Frame>(std::move(frames[0]));

@@ -76,7 +76,7 @@ class Conn {
   std::mutex send_mu_;
   bool send_failed_ = false;  // guarded by send_mu_
   std::mutex recv_mu_;
-  FrameDecoder decoder_;  // guarded by recv_mu_
+  FrameDecoder decoder_;           // guarded by recv_mu_
   std::vector<uint8_t> read_buf_;  // bytes [buf_begin_, buf_end_) received, not yet decoded
   size_t buf_begin_ = 0;
   size_t buf_end_ = 0;

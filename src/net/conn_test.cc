@@ -132,8 +132,8 @@ TEST(ConnTest, GarbageFailsTheLink) {
   Result<Pair> p = MakePair("127.0.0.1");
   ASSERT_TRUE(p.ok());
   const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_TRUE(p->acceptor->SendBytes({reinterpret_cast<const uint8_t*>(http.data()), http.size()})
-                  .ok());
+  ASSERT_TRUE(
+      p->acceptor->SendBytes({reinterpret_cast<const uint8_t*>(http.data()), http.size()}).ok());
   Result<std::optional<Frame>> r = p->dialer->Recv(kWaitMs);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("bad magic"));

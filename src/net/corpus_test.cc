@@ -26,7 +26,8 @@ Status Replay(const std::vector<uint8_t>& bytes, size_t chunk, size_t* frames) {
   FrameDecoder dec;
   std::vector<Frame> out;
   for (size_t pos = 0; pos < bytes.size(); pos += chunk) {
-    SHOAL_RETURN_IF_ERROR(dec.Feed({bytes.data() + pos, std::min(chunk, bytes.size() - pos)}, &out));
+    SHOAL_RETURN_IF_ERROR(
+        dec.Feed({bytes.data() + pos, std::min(chunk, bytes.size() - pos)}, &out));
   }
   *frames = out.size();
   return dec.Finish();

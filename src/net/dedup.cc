@@ -5,10 +5,14 @@ namespace shoal::net {
 
 const char* DedupVerdictName(DedupVerdict v) {
   switch (v) {
-    case DedupVerdict::kAccept: return "accept";
-    case DedupVerdict::kDuplicate: return "duplicate";
-    case DedupVerdict::kStaleEpoch: return "stale epoch";
-    case DedupVerdict::kTooOld: return "too old";
+    case DedupVerdict::kAccept:
+      return "accept";
+    case DedupVerdict::kDuplicate:
+      return "duplicate";
+    case DedupVerdict::kStaleEpoch:
+      return "stale epoch";
+    case DedupVerdict::kTooOld:
+      return "too old";
   }
   return "unknown";
 }

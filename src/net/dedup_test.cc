@@ -51,7 +51,7 @@ TEST(DedupTest, OlderEpochsDroppedNewerEpochResets) {
   EXPECT_EQ(f.epoch(), 6u);
   EXPECT_EQ(f.Check({1, 6, 3}), kDuplicate);
   EXPECT_EQ(f.Check({1, 5, 4}), kStale);  // late frame of the old plan
-  f.SetEpoch(3);  // never goes back
+  f.SetEpoch(3);                          // never goes back
   EXPECT_EQ(f.epoch(), 6u);
   f.SetEpoch(8);
   EXPECT_EQ(f.tracked_requests(), 0u);

@@ -32,16 +32,26 @@ bool IsDataType(MsgType type) {
 
 const char* MsgTypeName(MsgType type) {
   switch (type) {
-    case MsgType::kHello: return "hello";
-    case MsgType::kChallenge: return "challenge";
-    case MsgType::kProof: return "proof";
-    case MsgType::kAuthOk: return "auth-ok";
-    case MsgType::kHeartbeat: return "heartbeat";
-    case MsgType::kGoodbye: return "goodbye";
-    case MsgType::kControl: return "control";
-    case MsgType::kActivations: return "activations";
-    case MsgType::kStepCommand: return "step-command";
-    case MsgType::kStepResult: return "step-result";
+    case MsgType::kHello:
+      return "hello";
+    case MsgType::kChallenge:
+      return "challenge";
+    case MsgType::kProof:
+      return "proof";
+    case MsgType::kAuthOk:
+      return "auth-ok";
+    case MsgType::kHeartbeat:
+      return "heartbeat";
+    case MsgType::kGoodbye:
+      return "goodbye";
+    case MsgType::kControl:
+      return "control";
+    case MsgType::kActivations:
+      return "activations";
+    case MsgType::kStepCommand:
+      return "step-command";
+    case MsgType::kStepResult:
+      return "step-result";
   }
   return "unknown";
 }
@@ -100,8 +110,8 @@ Status FrameDecoder::ParseBaseHeader() {
   }
   const uint32_t length = LoadLE32(header_ + 8);
   if (length > limits_.max_payload) {
-    return Fail(Errorf("payload length {} exceeds the limit of {} bytes", length,
-                       limits_.max_payload));
+    return Fail(
+        Errorf("payload length {} exceeds the limit of {} bytes", length, limits_.max_payload));
   }
   frame_.type = static_cast<MsgType>(header_[5]);
   frame_.flags = LoadLE16(header_ + 6);

@@ -11,9 +11,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const MsgType kAllTypes[] = {MsgType::kHello,       MsgType::kChallenge,   MsgType::kProof,
-                             MsgType::kAuthOk,      MsgType::kHeartbeat,   MsgType::kGoodbye,
-                             MsgType::kControl,     MsgType::kActivations, MsgType::kStepCommand,
+const MsgType kAllTypes[] = {MsgType::kHello,     MsgType::kChallenge,   MsgType::kProof,
+                             MsgType::kAuthOk,    MsgType::kHeartbeat,   MsgType::kGoodbye,
+                             MsgType::kControl,   MsgType::kActivations, MsgType::kStepCommand,
                              MsgType::kStepResult};
 
 Frame MakeFrame(MsgType type, size_t payload_size, uint64_t seed) {

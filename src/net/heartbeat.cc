@@ -5,9 +5,12 @@ namespace shoal::net {
 
 const char* PeerHealthName(PeerHealth h) {
   switch (h) {
-    case PeerHealth::kAlive: return "alive";
-    case PeerHealth::kSuspect: return "suspect";
-    case PeerHealth::kDead: return "dead";
+    case PeerHealth::kAlive:
+      return "alive";
+    case PeerHealth::kSuspect:
+      return "suspect";
+    case PeerHealth::kDead:
+      return "dead";
   }
   return "unknown";
 }
