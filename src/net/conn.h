@@ -1,0 +1,108 @@
+// Conn and Listener: framed blocking TCP links (connect/accept with timeouts, thread-safe Send).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "net/frame.h"
+
+namespace shoal::net {
+
+struct ConnOptions {
+  // Payload limit for frames in both directions once the link is authenticated.
+  FrameLimits limits;
+  // A Send that cannot make progress for this long fails the link. 30 s: a 256 MiB frame at
+  // 100 Mbit/s takes ~21 s, and a peer that stops reading for longer is as good as dead.
+  int64_t send_timeout_ms = 30'000;
+};
+
+enum class LinkState {
+  kOpen,
+  kClosedByPeer,  // the peer closed cleanly between frames
+  kFailed,        // socket error, malformed frame, truncated frame or send timeout
+  kShutdown,      // Shutdown() was called here
+};
+const char* LinkStateName(LinkState s);
+
+// One TCP connection carrying frames. Blocking sockets, meant for a thread per link (a node has a
+// few links: coordinator, upstream, downstream). Send is thread-safe; Recv is meant for the one
+// reading thread (it is serialized if called from several). Once a Send or Recv fails the link
+// is dead: later calls return an error at once and the caller drops the Conn.
+class Conn {
+ public:
+  // Connects to host:port (IPv4 or IPv6 literal or name; every address is tried) within
+  // timeout_ms, with TCP_NODELAY set. Name resolution itself is not bounded by the timeout.
+  static Result<std::unique_ptr<Conn>> Connect(const std::string& host, uint16_t port,
+                                               int64_t timeout_ms, const ConnOptions& opts = {});
+  // Wraps a connected socket (takes ownership of fd).
+  static std::unique_ptr<Conn> Adopt(int fd, const ConnOptions& opts);
+  ~Conn();
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+
+  // Writes the whole frame (header and payload in one sendmsg where possible).
+  Status Send(const Frame& frame);
+  // Writes pre-encoded frame bytes (e.g. one frame encoded once for several links).
+  Status SendBytes(std::span<const uint8_t> bytes);
+  // The next frame; std::nullopt if none completed within timeout_ms (< 0: wait forever); an
+  // error if the peer closed, the socket failed or a frame was malformed (see state()).
+  Result<std::optional<Frame>> Recv(int64_t timeout_ms);
+  // Shuts the socket down both ways; a Recv blocked in another thread returns. Thread-safe.
+  void Shutdown();
+
+  LinkState state() const { return state_.load(); }
+  // "addr:port" of the other end, for logs.
+  const std::string& peer() const { return peer_; }
+  // Limits the payload of received frames (the handshake lowers it; see auth.h).
+  void set_recv_max_payload(uint32_t max_payload);
+  const ConnOptions& options() const { return opts_; }
+
+ private:
+  Conn(int fd, const ConnOptions& opts);
+  Status SendLocked(std::span<const uint8_t> header, std::span<const uint8_t> payload);
+  Status FailRecv(Status s, LinkState state);
+
+  int fd_;
+  ConnOptions opts_;
+  std::string peer_;
+  std::atomic<LinkState> state_{LinkState::kOpen};
+  std::mutex send_mu_;
+  bool send_failed_ = false;  // guarded by send_mu_
+  std::mutex recv_mu_;
+  FrameDecoder decoder_;           // guarded by recv_mu_
+  std::vector<uint8_t> read_buf_;  // bytes [buf_begin_, buf_end_) received, not yet decoded
+  size_t buf_begin_ = 0;
+  size_t buf_end_ = 0;
+  Status recv_error_;
+};
+
+// A listening TCP socket.
+class Listener {
+ public:
+  // Binds host:port ("127.0.0.1", "::1", "0.0.0.0", "::"; port 0 picks an ephemeral port).
+  static Result<std::unique_ptr<Listener>> Listen(const std::string& host, uint16_t port,
+                                                  const ConnOptions& opts = {});
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  // The next connection; nullptr if none arrived within timeout_ms (< 0: wait forever).
+  Result<std::unique_ptr<Conn>> Accept(int64_t timeout_ms);
+  uint16_t port() const { return port_; }
+  const ConnOptions& options() const { return opts_; }
+
+ private:
+  Listener(int fd, uint16_t port, const ConnOptions& opts) : fd_(fd), port_(port), opts_(opts) {}
+  int fd_;
+  uint16_t port_;
+  ConnOptions opts_;
+};
+
+}  // namespace shoal::net
