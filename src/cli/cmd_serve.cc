@@ -7,6 +7,8 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "io/mapped_file.h"
+#include "dist/remote_executor.h"
+#include "planner/model_profile.h"
 #include "server/server.h"
 
 namespace shoal::cli {
@@ -20,42 +22,43 @@ struct ServeArgs {
   int64_t max_queued = 4096;
   uint64_t max_body = 8 << 20;
   bool no_prefix_caching = false;
+  // Pipeline over `shoal node` workers.
+  std::string nodes, cluster_key_file, link_dtype = "f32";
+  bool dry_run = false;
 };
 
-// Bytes in /proc/meminfo's MemAvailable (0 when unknown).
-uint64_t MemAvailable() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t c = s.find(',', start);
+    const std::string item = s.substr(start, c == std::string::npos ? std::string::npos : c - start);
+    if (!item.empty()) out.push_back(item);
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  return out;
 }
 
-// "2G", "512M", "1.5GiB", "1073741824", or a fraction of available memory such as "0.3".
-Result<uint64_t> ParseMemSize(const std::string& s, const char* flag) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (...) {
-    return Errorf("{}: cannot parse '{}' (use e.g. 2G, 512M or a fraction like 0.3)", flag, s);
-  }
-  std::string unit = s.substr(used);
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (!(v > 0) || !std::isfinite(v)) return Errorf("{} must be positive, got '{}'", flag, s);
-  if (unit.empty() && v < 1.0) {
-    const uint64_t avail = MemAvailable();
-    if (avail == 0) return Errorf("{}: cannot read MemAvailable for a fraction", flag);
-    return static_cast<uint64_t>(v * static_cast<double>(avail));
-  }
-  double mul = 1;
-  if (unit == "K" || unit == "KB" || unit == "KIB") mul = 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MIB") mul = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GIB") mul = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B") return Errorf("{}: unknown unit in '{}'", flag, s);
-  return static_cast<uint64_t>(v * mul);
+// The cluster side of `serve --nodes`: connect, plan (printed), and with `assign` load layers.
+Result<dist::Cluster> SetUpCluster(const ServeArgs& a, const EngineConfig& cfg,
+                                   const gguf::File& file, bool assign, dist::ClusterOptions* co) {
+  if (a.cluster_key_file.empty()) return Errorf("--nodes needs --cluster-key-file");
+  SHOAL_ASSIGN_OR_RETURN(net::ClusterKey key, net::ClusterKey::LoadFile(a.cluster_key_file));
+  co->nodes = SplitList(a.nodes);
+  const size_t slash = a.model.find_last_of('/');
+  co->model_file = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
+  co->plan.max_num_seqs = cfg.max_num_seqs;
+  co->plan.max_model_len = cfg.n_ctx;
+  co->plan.block_size = cfg.block_size;
+  co->plan.kv_dtype = cfg.kv_dtype;
+  co->plan.max_batched_tokens = cfg.max_num_batched_tokens;
+  SHOAL_ASSIGN_OR_RETURN(co->plan.link_dtype, planner::ParseLinkDType(a.link_dtype));
+  co->swap_blocks = cfg.swap_blocks;
+  SHOAL_ASSIGN_OR_RETURN(dist::Cluster cl, dist::ConnectAndPlan(*co, file, key));
+  std::fprintf(stderr, "%s", planner::FormatPlan(cl.plan).c_str());
+  if (assign) SHOAL_RETURN_IF_ERROR(dist::AssignLayers(cl, *co));
+  return cl;
 }
 
 int Serve(const ServeArgs& a) {
@@ -103,6 +106,18 @@ int Serve(const ServeArgs& a) {
     swap_bytes = *b;
   }
 
+  if (a.dry_run) {
+    if (a.nodes.empty()) return Fail(Errorf("--dry-run plans a cluster: give --nodes"));
+    auto b = LoadBundle(a.model, false);
+    if (!b.ok()) return Fail(b.status());
+    auto prof = planner::ProfileFromGguf(*b->file);
+    if (!prof.ok()) return Fail(prof.status());
+    cfg.n_ctx = a.max_model_len > 0 ? a.max_model_len
+                                    : static_cast<int32_t>(prof->hp.n_ctx_train > 0 ? prof->hp.n_ctx_train : 4096);
+    dist::ClusterOptions co;
+    auto cl = SetUpCluster(a, cfg, *b->file, false, &co);
+    return cl.ok() ? 0 : Fail(cl.status());
+  }
   RaiseFileLimit();
   server::Server srv(sc);
   if (Status s = srv.Listen(); !s.ok()) return Fail(s);
@@ -111,21 +126,38 @@ int Serve(const ServeArgs& a) {
   // The model loads while /health already answers 503.
   Bundle bundle;
   std::thread loader([&] {
-    auto b = LoadBundle(a.model, true);
+    const bool local = a.nodes.empty();
+    auto b = LoadBundle(a.model, local);
     if (!b.ok()) return srv.SetFailed(b.status());
     bundle = std::move(*b);
-    const HParams& hp = bundle.model->hparams();
+    auto prof = planner::ProfileFromGguf(*bundle.file);
+    if (!prof.ok()) return srv.SetFailed(prof.status());
+    const HParams hp = prof->hp;
     cfg.n_ctx = a.max_model_len > 0 ? a.max_model_len
                                     : static_cast<int32_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096);
-    if (swap_bytes > 0)
+    if (swap_bytes > 0) {
+      auto per_token = planner::KvBytesPerTokenPerLayer(hp, cfg.kv_dtype);
+      if (!per_token.ok()) return srv.SetFailed(per_token.status());
       cfg.swap_blocks = static_cast<int32_t>(
-          swap_bytes / bundle.model->MakeKvLayout(1, cfg.block_size, cfg.kv_dtype).BytesPerBlock());
+          swap_bytes / std::max<uint64_t>(1, *per_token * static_cast<uint64_t>(hp.n_layer) *
+                                                 static_cast<uint64_t>(cfg.block_size)));
+    }
     server::ServedModel m;
     m.tokenizer = bundle.tokenizer.get();
     m.eog = bundle.tokenizer->EogTokens();
-    auto engine = Engine::Create(bundle.model.get(), cfg, m.eog);
-    if (!engine.ok()) return srv.SetFailed(engine.status());
-    m.engine = std::move(*engine);
+    if (local) {
+      auto engine = Engine::Create(bundle.model.get(), cfg, m.eog);
+      if (!engine.ok()) return srv.SetFailed(engine.status());
+      m.engine = std::move(*engine);
+    } else {
+      dist::ClusterOptions co;
+      auto cl = SetUpCluster(a, cfg, *bundle.file, true, &co);
+      if (!cl.ok()) return srv.SetFailed(cl.status());
+      const int32_t blocks = cl->n_blocks;
+      m.engine = std::make_unique<Engine>(
+          std::make_unique<dist::RemoteExecutor>(std::move(*cl), hp.n_vocab, hp.n_embd), cfg,
+          blocks, m.eog);
+    }
     m.info.name = name;
     m.info.max_model_len = cfg.n_ctx;
     m.info.tokenizer = bundle.tokenizer.get();
@@ -195,6 +227,14 @@ void AddServeCommand(CLI::App& app, Runner* runner) {
       ->capture_default_str();
   cmd->add_option("--chat-template", a->chat_template,
                   "Chat template name, overriding the model's (llama3, chatml, ...)");
+  cmd->add_option("--nodes", a->nodes,
+                  "Run as a pipeline over these `shoal node` workers: HOST:PORT,HOST:PORT,...");
+  cmd->add_option("--cluster-key-file", a->cluster_key_file,
+                  "Shared cluster key (>= 16 bytes) that authenticates every node link");
+  cmd->add_option("--link-dtype", a->link_dtype,
+                  "Activations between stages: f32 (bit-exact), f16 or q8_0")
+      ->capture_default_str();
+  cmd->add_flag("--dry-run", a->dry_run, "With --nodes: print the plan and exit");
   cmd->callback([a, runner] { *runner = [a] { return Serve(*a); }; });
 }
 

@@ -17,6 +17,7 @@ void AddSynthCommand(CLI::App& app, Runner* runner);
 void AddQuantizeCommand(CLI::App& app, Runner* runner);
 void AddBenchCommand(CLI::App& app, Runner* runner);
 void AddServeCommand(CLI::App& app, Runner* runner);
+void AddNodeCommand(CLI::App& app, Runner* runner);
 // `shoal bench serve`, a subcommand of `bench` (called by AddBenchCommand).
 CLI::App* AddBenchServeCommand(CLI::App& bench, Runner* runner);
 

@@ -3,7 +3,9 @@
 
 #include <sys/resource.h>
 
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 
 #include "io/mapped_file.h"
 #include "threading/thread_pool.h"
@@ -49,6 +51,42 @@ void RaiseFileLimit() {
     lim.rlim_cur = lim.rlim_max;
     setrlimit(RLIMIT_NOFILE, &lim);
   }
+}
+
+// Bytes in /proc/meminfo's MemAvailable (0 when unknown).
+uint64_t MemAvailable() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+// "2G", "512M", "1.5GiB", "1073741824", or a fraction of available memory such as "0.3".
+Result<uint64_t> ParseMemSize(const std::string& s, const char* flag) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (...) {
+    return Errorf("{}: cannot parse '{}' (use e.g. 2G, 512M or a fraction like 0.3)", flag, s);
+  }
+  std::string unit = s.substr(used);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (!(v > 0) || !std::isfinite(v)) return Errorf("{} must be positive, got '{}'", flag, s);
+  if (unit.empty() && v < 1.0) {
+    const uint64_t avail = MemAvailable();
+    if (avail == 0) return Errorf("{}: cannot read MemAvailable for a fraction", flag);
+    return static_cast<uint64_t>(v * static_cast<double>(avail));
+  }
+  double mul = 1;
+  if (unit == "K" || unit == "KB" || unit == "KIB") mul = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") mul = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B") return Errorf("{}: unknown unit in '{}'", flag, s);
+  return static_cast<uint64_t>(v * mul);
 }
 
 }  // namespace shoal::cli

@@ -34,6 +34,10 @@ Result<DType> ParseKvType(const std::string& name);
 // the hard one.
 void RaiseFileLimit();
 
+// A memory size: "2G", "512M", "1.5GiB", "1073741824", or a fraction of available memory such
+// as "0.3". `flag` names the option in errors.
+Result<uint64_t> ParseMemSize(const std::string& s, const char* flag);
+
 // Threads: 0 means every hardware thread.
 int ResolveThreads(int threads);
 

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   shoal::cli::AddQuantizeCommand(app, &runner);
   shoal::cli::AddBenchCommand(app, &runner);
   shoal::cli::AddServeCommand(app, &runner);
+  shoal::cli::AddNodeCommand(app, &runner);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

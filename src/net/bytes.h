@@ -56,12 +56,15 @@ class ByteReader {
   // Error unless every byte was consumed (trailing bytes mean a malformed body).
   Status ExpectEnd(const char* what = "message") const;
 
+  // A u32 element count of at most max_count whose elements (elem_size bytes each, at least)
+  // still fit in what is left: checked before anything is allocated for them.
+  Status Count(uint32_t* n, uint32_t max_count, size_t elem_size, const char* what);
+
   size_t offset() const { return pos_; }
   size_t remaining() const { return bytes_.size() - pos_; }
 
  private:
   Status Need(size_t n, const char* what) const;
-  Status Count(uint32_t* n, uint32_t max_count, size_t elem_size, const char* what);
 
   std::span<const uint8_t> bytes_;
   size_t pos_ = 0;

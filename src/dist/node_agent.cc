@@ -1,0 +1,306 @@
+// NodeAgent: accept loop, one reader thread per link, one compute thread for the stage.
+#include "dist/node_agent.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/log.h"
+#include "dist/wire.h"
+#include "gguf/gguf.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "model/model.h"
+#include "net/conn.h"
+#include "planner/cost_model.h"
+#include "planner/model_profile.h"
+#include "threading/membw.h"
+#include "threading/thread_pool.h"
+
+namespace shoal::dist {
+
+namespace {
+
+// Timeouts: accept polls stop_ every 200 ms; a link read wakes every 500 ms to see stop_;
+// a stage waits up to 10 s for its downstream peer to accept (nodes start in any order).
+constexpr int64_t kAcceptPollMs = 200;
+constexpr int64_t kRecvPollMs = 500;
+constexpr int64_t kConnectTimeoutMs = 10'000;
+
+double MatMulFlops(DType t, ThreadPool* pool) {
+  // [1024, 2048] weights x 8 tokens, best of 5: long enough to leave the noise (~2 ms), small
+  // enough (1.1 MiB of Q4_0) to run in any node's budget.
+  const int64_t rows = 1024, cols = 2048, tokens = 8;
+  std::vector<uint8_t> w(*RowBytes(t, cols) * rows, 0);
+  std::vector<float> x(static_cast<size_t>(tokens * cols), 0.5f), y(tokens * rows);
+  kernels::MatrixView mv{t, rows, cols, w.data(), *RowBytes(t, cols)};
+  kernels::MatMulScratch scratch;
+  double best = 1e9;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels::MatMul(mv, x.data(), cols, tokens, y.data(), rows, pool, &scratch);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return 2.0 * rows * cols * tokens / std::max(best, 1e-9);
+}
+
+}  // namespace
+
+planner::NodeInfo MeasureNode(const std::string& name, const std::string& address,
+                              uint64_t mem_limit, int n_threads) {
+  planner::NodeInfo n;
+  n.name = name;
+  n.address = address;
+  n.mem_limit = mem_limit;
+  n.n_threads = n_threads;
+  n.isa = kernels::SimdTargetName();
+  ThreadPool pool(n_threads);
+  // 3 arrays x 32 MiB: past any L3 here, and 96 MiB transient fits a 256 MiB node (freed
+  // before any weights load).
+  n.mem_bw = MeasureTriadBandwidth(pool, size_t{32} << 20);
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kF16})
+    n.matmul_flops.emplace_back(t, MatMulFlops(t, &pool));
+  return n;
+}
+
+struct NodeAgent::Impl {
+  explicit Impl(net::ClusterKey k) : key(std::move(k)) {}
+  NodeOptions opts;
+  net::ClusterKey key;
+  std::unique_ptr<net::Listener> listener;
+  planner::NodeInfo info;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> links;
+
+  // Stage state, set by an assignment (guarded by mu until the compute thread owns it).
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<net::Frame> work;
+  std::unique_ptr<gguf::File> file;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<KvStore> kv, swap;
+  std::unique_ptr<ThreadPool> pool;
+  std::shared_ptr<net::Conn> coordinator, downstream;
+  planner::LinkDType link = planner::LinkDType::kF32;
+  std::thread compute;
+
+  void ServeLink(std::shared_ptr<net::Conn> conn);
+  Status HandleAssign(const Assignment& a, const std::shared_ptr<net::Conn>& from);
+  void ComputeLoop();
+  Status RunWork(const net::Frame& f);
+};
+
+Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(const NodeOptions& opts, net::ClusterKey key) {
+  auto a = std::unique_ptr<NodeAgent>(new NodeAgent);
+  a->impl_ = std::make_unique<Impl>(std::move(key));
+  Impl& m = *a->impl_;
+  m.opts = opts;
+  SHOAL_ASSIGN_OR_RETURN(m.listener, net::Listener::Listen(opts.host, opts.port));
+  const std::string addr = opts.host + ":" + std::to_string(m.listener->port());
+  const std::string name = opts.name.empty() ? addr : opts.name;
+  if (opts.measure) {
+    m.info = MeasureNode(name, addr, opts.mem_limit, opts.n_threads);
+  } else {
+    m.info.name = name;
+    m.info.address = addr;
+    m.info.mem_limit = opts.mem_limit;
+    m.info.n_threads = opts.n_threads;
+    m.info.mem_bw = 10e9;  // unmeasured: a typical DDR4 channel pair, only for planning
+    m.info.matmul_flops = {{DType::kQ4_0, 50e9}};
+  }
+  return a;
+}
+
+NodeAgent::~NodeAgent() {
+  Stop();
+  for (auto& t : impl_->links)
+    if (t.joinable()) t.join();
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->cv.notify_all();
+  }
+  if (impl_->compute.joinable()) impl_->compute.join();
+}
+
+uint16_t NodeAgent::port() const { return impl_->listener->port(); }
+const planner::NodeInfo& NodeAgent::info() const { return impl_->info; }
+
+void NodeAgent::Stop() {
+  impl_->stop = true;
+  impl_->cv.notify_all();
+}
+
+Status NodeAgent::Run() {
+  Impl& m = *impl_;
+  while (!m.stop) {
+    auto conn = m.listener->Accept(kAcceptPollMs);
+    if (!conn.ok()) {
+      Log(LogLevel::kWarn, "accept: {}", conn.status().message());
+      continue;
+    }
+    if (!*conn) continue;
+    std::shared_ptr<net::Conn> c(std::move(*conn));
+    m.links.emplace_back([&m, c] { m.ServeLink(c); });
+  }
+  return Status::Ok();
+}
+
+void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
+  // Authenticate on this link's thread, so a silent peer cannot stall the accept loop.
+  if (Status s = net::AuthenticateAcceptor(*conn, key); !s.ok()) {
+    Log(LogLevel::kWarn, "dropped an unauthenticated peer: {}", s.message());
+    conn->Shutdown();
+    return;
+  }
+  net::Frame join;
+  join.type = net::MsgType::kControl;
+  join.payload = EncodeJoin(planner::NodeInfoToJson(info));
+  if (!conn->Send(join).ok()) return;
+  while (!stop) {
+    auto f = conn->Recv(kRecvPollMs);
+    if (!f.ok()) {
+      Log(LogLevel::kInfo, "link closed: {}", f.status().message());
+      break;
+    }
+    if (!*f) continue;
+    net::Frame& fr = **f;
+    if (fr.type == net::MsgType::kControl) {
+      auto type = ControlTypeOf(fr.payload);
+      if (type.ok() && *type == ControlType::kAssign) {
+        auto a = DecodeAssign(fr.payload);
+        Status s = a.ok() ? HandleAssign(*a, conn) : a.status();
+        if (!s.ok()) Log(LogLevel::kWarn, "assignment refused: {}", s.message());
+        net::Frame r;
+        r.type = net::MsgType::kControl;
+        r.payload = EncodeAssignResult(s.ok(), s.ok() ? "" : s.message());
+        if (!conn->Send(r).ok()) break;
+      } else {
+        Log(LogLevel::kWarn, "ignored control message: {}",
+            type.ok() ? "unexpected type" : type.status().message());
+      }
+    } else if (fr.type == net::MsgType::kStepCommand || fr.type == net::MsgType::kActivations) {
+      std::lock_guard<std::mutex> lk(mu);
+      work.push_back(std::move(fr));
+      cv.notify_one();
+    } else if (fr.type == net::MsgType::kGoodbye) {
+      break;
+    }
+  }
+  conn->Shutdown();
+}
+
+Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<net::Conn>& from) {
+  if (model) return Errorf("this node already serves layers [{}, {})", model->first_layer(),
+                           model->last_layer());
+  const std::string& f = a.model_file;
+  if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
+      f == "." || f == "..")
+    return Errorf("model file '{}' must be a plain file name inside --model-dir", f);
+  SHOAL_ASSIGN_OR_RETURN(auto gf, gguf::File::Open(opts.model_dir + "/" + f));
+  SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(*gf));
+  if (a.last_layer > prof.hp.n_layer) return Errorf("layer range beyond the model's {} layers", prof.hp.n_layer);
+  const planner::StageMemory need =
+      planner::EstimateStageMemory(prof, info, a.config, a.first_layer, a.last_layer);
+  if (opts.mem_limit > 0 && need.total() > opts.mem_limit)
+    return Errorf("layers [{}, {}) need {} MiB (weights {}, kv {}, buffers {}), over the {} MiB "
+                  "limit by {} MiB",
+                  a.first_layer, a.last_layer, need.total() >> 20, need.weights >> 20,
+                  need.kv >> 20, need.buffers >> 20, opts.mem_limit >> 20,
+                  (need.total() - opts.mem_limit) >> 20);
+  SHOAL_ASSIGN_OR_RETURN(auto mdl, Model::Load(*gf, LoadOptions{a.first_layer, a.last_layer}));
+  SHOAL_ASSIGN_OR_RETURN(
+      KvStore store,
+      KvStore::Create(mdl->MakeKvLayout(a.n_blocks, a.config.block_size, a.config.kv_dtype)));
+  std::shared_ptr<net::Conn> down;
+  if (!a.next_host.empty()) {
+    SHOAL_ASSIGN_OR_RETURN(auto c, net::ConnectAuthenticated(a.next_host, a.next_port, key,
+                                                             kConnectTimeoutMs));
+    down = std::shared_ptr<net::Conn>(std::move(c));
+    // The downstream node greets every link with its node info; read and drop it.
+    auto j = down->Recv(kConnectTimeoutMs);
+    if (!j.ok() || !*j) return Errorf("downstream {}:{} did not greet", a.next_host, a.next_port);
+  } else if (!mdl->is_last_stage()) {
+    return Errorf("no downstream stage for layers [{}, {})", a.first_layer, a.last_layer);
+  }
+  std::lock_guard<std::mutex> lk(mu);
+  file = std::move(gf);
+  model = std::move(mdl);
+  kv = std::make_unique<KvStore>(std::move(store));
+  if (a.swap_blocks > 0) {
+    SHOAL_ASSIGN_OR_RETURN(KvStore sw, KvStore::Create(model->MakeKvLayout(
+                                           a.swap_blocks, a.config.block_size, a.config.kv_dtype)));
+    swap = std::make_unique<KvStore>(std::move(sw));
+  }
+  pool = std::make_unique<ThreadPool>(opts.n_threads);
+  coordinator = from;
+  downstream = down;
+  link = a.config.link_dtype;
+  compute = std::thread([this] { ComputeLoop(); });
+  Log(LogLevel::kInfo, "serving layers [{}, {}) of {} ({} KV blocks)", a.first_layer, a.last_layer,
+      f, a.n_blocks);
+  return Status::Ok();
+}
+
+void NodeAgent::Impl::ComputeLoop() {
+  for (;;) {
+    net::Frame f;
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait(lk, [&] { return stop.load() || !work.empty(); });
+      if (stop) return;
+      f = std::move(work.front());
+      work.pop_front();
+    }
+    if (Status s = RunWork(f); !s.ok()) {
+      // A bad micro-batch fails this link's work, never the process: the coordinator sees
+      // the missing result and fails the step.
+      Log(LogLevel::kError, "step {} failed: {}", f.tag.step, s.message());
+      if (coordinator) coordinator->Shutdown();
+    }
+  }
+}
+
+Status NodeAgent::Impl::RunWork(const net::Frame& f) {
+  const HParams& hp = model->hparams();
+  StepWork w;
+  SHOAL_RETURN_IF_ERROR(DecodeStepWork(f.payload, hp.n_embd, &w));
+  const bool first = model->is_first_stage();
+  if (first && w.batch.tokens.empty()) return Errorf("stage 0 got no tokens");
+  if (!first && w.hidden.empty()) return Errorf("a later stage got no hidden rows");
+  const KvLayout& lay = kv->layout();
+  for (const SeqChunk& c : w.batch.chunks) {
+    if (static_cast<int64_t>(c.blocks.size()) * lay.block_size < c.pos0 + c.n_tokens)
+      return Errorf("sequence {}: block table too short", c.seq_id);
+    for (int32_t b : c.blocks)
+      if (b >= lay.n_blocks) return Errorf("block {} beyond the pool", b);
+  }
+  for (const auto* list : {&w.swap_out, &w.copies, &w.swap_in})
+    for (const BlockCopy& c : *list)
+      if (c.src >= lay.n_blocks || c.dst >= lay.n_blocks) return Errorf("block copy out of range");
+  if ((!w.swap_out.empty() || !w.swap_in.empty()) && !swap) return Errorf("no swap space");
+  for (const BlockCopy& c : w.swap_out) CopyKvBlock(*kv, c.src, *swap, c.dst);
+  for (const BlockCopy& c : w.copies) CopyKvBlock(*kv, c.src, *kv, c.dst);
+  for (const BlockCopy& c : w.swap_in) CopyKvBlock(*swap, c.src, *kv, c.dst);
+  ForwardOutput out;
+  SHOAL_RETURN_IF_ERROR(
+      model->Forward(w.batch, first ? nullptr : w.hidden.data(), *kv, pool.get(), &out));
+  net::Frame r;
+  r.tag = f.tag;
+  if (model->is_last_stage()) {
+    r.type = net::MsgType::kStepResult;
+    r.payload = EncodeLogits(out.logits);
+    return coordinator->Send(r);
+  }
+  r.type = net::MsgType::kActivations;
+  // Block copies travel with the work: every stage applies them to its own layers' KV.
+  StepWork next = std::move(w);
+  next.batch.tokens.clear();
+  next.hidden = std::move(out.hidden);
+  SHOAL_RETURN_IF_ERROR(EncodeStepWork(next, link, hp.n_embd, &r.payload));
+  return downstream->Send(r);
+}
+
+}  // namespace shoal::dist

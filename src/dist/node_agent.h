@@ -1,0 +1,48 @@
+// `shoal node`: a pipeline worker. It measures itself, joins any authenticated coordinator,
+// loads the layer range it is assigned (within --mem-limit), and runs micro-batches as they
+// arrive, sending hidden states downstream or logits back to the coordinator.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "net/auth.h"
+#include "planner/node_info.h"
+
+namespace shoal::dist {
+
+struct NodeOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;          // 0: ephemeral (see NodeAgent::port)
+  uint64_t mem_limit = 0;     // 0: no limit
+  int n_threads = 1;
+  std::string model_dir = ".";
+  std::string name;           // default: host:port
+  bool measure = true;        // probe bandwidth and matmul speed at start
+};
+
+class NodeAgent {
+ public:
+  static Result<std::unique_ptr<NodeAgent>> Start(const NodeOptions& opts, net::ClusterKey key);
+  ~NodeAgent();
+  uint16_t port() const;
+  const planner::NodeInfo& info() const;
+  // Serves until Stop() (thread-safe; e.g. from a signal watcher).
+  Status Run();
+  void Stop();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Measures this machine for NodeInfo: STREAM-triad bandwidth on arrays small enough for a
+// 256 MiB node, and Q4_0/Q8_0 matmul throughput.
+planner::NodeInfo MeasureNode(const std::string& name, const std::string& address,
+                              uint64_t mem_limit, int n_threads);
+
+}  // namespace shoal::dist

@@ -1,0 +1,154 @@
+// Coordinator side of the pipeline.
+#include "dist/remote_executor.h"
+
+#include "dist/wire.h"
+#include "planner/model_profile.h"
+
+namespace shoal::dist {
+
+namespace {
+
+// A step's result must come back within this long; 10 min covers a 2,048-token prefill of a
+// large model on a slow node, and a dead pipeline fails the step instead of hanging forever.
+constexpr int64_t kStepTimeoutMs = 600'000;
+
+Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& s) {
+  const size_t c = s.rfind(':');
+  if (c == std::string::npos || c == 0 || c + 1 == s.size())
+    return Errorf("node address '{}' is not HOST:PORT", s);
+  const int port = std::atoi(s.c_str() + c + 1);
+  if (port <= 0 || port > 65535) return Errorf("bad port in '{}'", s);
+  std::string host = s.substr(0, c);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+Result<net::Frame> RecvControl(net::Conn& c, int64_t timeout_ms, const std::string& who) {
+  auto f = c.Recv(timeout_ms);
+  if (!f.ok()) return f.status().Annotate(who);
+  if (!*f) return Errorf("{}: no answer within {} ms", who, timeout_ms);
+  if ((*f)->type != net::MsgType::kControl)
+    return Errorf("{}: expected a control message, got {}", who, net::MsgTypeName((*f)->type));
+  return std::move(**f);
+}
+
+}  // namespace
+
+Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& file,
+                               const net::ClusterKey& key) {
+  if (opts.nodes.empty()) return Errorf("no nodes given");
+  Cluster cl;
+  for (const std::string& addr : opts.nodes) {
+    SHOAL_ASSIGN_OR_RETURN(auto hp, SplitHostPort(addr));
+    SHOAL_ASSIGN_OR_RETURN(auto c, net::ConnectAuthenticated(hp.first, hp.second, key,
+                                                             opts.connect_timeout_ms));
+    std::shared_ptr<net::Conn> conn(std::move(c));
+    SHOAL_ASSIGN_OR_RETURN(net::Frame j, RecvControl(*conn, opts.connect_timeout_ms, addr));
+    SHOAL_ASSIGN_OR_RETURN(std::string json, DecodeJoin(j.payload));
+    SHOAL_ASSIGN_OR_RETURN(planner::NodeInfo info, planner::NodeInfoFromJson(json));
+    info.address = addr;  // the address we reached it by
+    cl.infos.push_back(std::move(info));
+    cl.conns.push_back(std::move(conn));
+  }
+  SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(file));
+  SHOAL_ASSIGN_OR_RETURN(cl.plan, planner::MakePlan(prof, cl.infos, opts.plan));
+  cl.n_blocks = static_cast<int32_t>(planner::KvTokensPerLayer(opts.plan) / opts.plan.block_size);
+  return cl;
+}
+
+Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
+  // Last stage first: each stage dials its downstream peer while loading.
+  for (size_t i = cl.plan.stages.size(); i-- > 0;) {
+    const planner::Stage& st = cl.plan.stages[i];
+    Assignment a;
+    a.model_file = opts.model_file;
+    a.first_layer = st.first_layer;
+    a.last_layer = st.last_layer;
+    a.n_blocks = cl.n_blocks;
+    a.swap_blocks = opts.swap_blocks;
+    a.config = opts.plan;
+    if (i + 1 < cl.plan.stages.size()) {
+      SHOAL_ASSIGN_OR_RETURN(auto hp, SplitHostPort(cl.infos[i + 1].address));
+      a.next_host = hp.first;
+      a.next_port = hp.second;
+    }
+    net::Frame f;
+    f.type = net::MsgType::kControl;
+    f.payload = EncodeAssign(a);
+    SHOAL_RETURN_IF_ERROR(cl.conns[i]->Send(f));
+    SHOAL_ASSIGN_OR_RETURN(net::Frame r, RecvControl(*cl.conns[i], kStepTimeoutMs, st.node_name));
+    if (Status s = DecodeAssignResult(r.payload); !s.ok())
+      return s.Annotate("node " + st.node_name);
+  }
+  return Status::Ok();
+}
+
+RemoteExecutor::RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd)
+    : cluster_(std::move(cluster)), n_vocab_(n_vocab), n_embd_(n_embd) {}
+
+Status RemoteExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
+                                  std::span<const BlockCopy> copies,
+                                  std::span<const BlockCopy> swap_in) {
+  swap_out_.insert(swap_out_.end(), swap_out.begin(), swap_out.end());
+  copies_.insert(copies_.end(), copies.begin(), copies.end());
+  swap_in_.insert(swap_in_.end(), swap_in.begin(), swap_in.end());
+  return Status::Ok();
+}
+
+Status RemoteExecutor::Run(const Batch& batch, std::vector<float>* logits) {
+  ++step_;
+  const size_t n_stages = cluster_.plan.stages.size();
+  // Micro-batches: 2 per stage keeps every stage busy while the next one works (a pipeline
+  // of S stages fills after S micro-batches); never more than there are chunks.
+  const size_t n_chunks = batch.chunks.size();
+  const size_t n_mb = std::max<size_t>(1, std::min(n_chunks, 2 * n_stages));
+  std::vector<size_t> out_counts;
+  size_t chunk = 0;
+  for (size_t m = 0; m < n_mb; ++m) {
+    const size_t c1 = n_chunks * (m + 1) / n_mb;
+    StepWork w;
+    if (m == 0) {
+      w.swap_out.swap(swap_out_);
+      w.copies.swap(copies_);
+      w.swap_in.swap(swap_in_);
+    }
+    const int32_t row_base = batch.chunks[chunk].row0;
+    const int32_t row_end = batch.chunks[c1 - 1].row0 + batch.chunks[c1 - 1].n_tokens;
+    for (size_t c = chunk; c < c1; ++c) {
+      SeqChunk sc = batch.chunks[c];
+      sc.row0 -= row_base;
+      w.batch.chunks.push_back(sc);
+    }
+    w.batch.tokens.assign(batch.tokens.begin() + row_base, batch.tokens.begin() + row_end);
+    for (int32_t r : batch.out_rows)
+      if (r >= row_base && r < row_end) w.batch.out_rows.push_back(r - row_base);
+    out_counts.push_back(w.batch.out_rows.size());
+    net::Frame f;
+    f.type = net::MsgType::kStepCommand;
+    f.tag = net::DataTag{m, 1, step_};
+    SHOAL_RETURN_IF_ERROR(EncodeStepWork(w, cluster_.plan.config.link_dtype, n_embd_, &f.payload));
+    SHOAL_RETURN_IF_ERROR(cluster_.conns[cluster_.plan.stages[0].node]->Send(f));
+    chunk = c1;
+  }
+  logits->clear();
+  net::Conn& last = *cluster_.conns[cluster_.plan.stages[n_stages - 1].node];
+  std::vector<float> part;
+  for (size_t m = 0; m < n_mb; ++m) {
+    for (;;) {
+      auto f = last.Recv(kStepTimeoutMs);
+      if (!f.ok()) return f.status().Annotate("last stage");
+      if (!*f) return Errorf("step {}: no result from the last stage in {} ms", step_, kStepTimeoutMs);
+      if ((*f)->type != net::MsgType::kStepResult) continue;  // e.g. a heartbeat
+      if ((*f)->tag.step != step_ || (*f)->tag.request_id != m)
+        return Errorf("step {}: result out of order (step {}, micro-batch {})", step_,
+                      (*f)->tag.step, (*f)->tag.request_id);
+      SHOAL_RETURN_IF_ERROR(
+          DecodeLogits((*f)->payload, out_counts[m] * static_cast<size_t>(n_vocab_), &part));
+      logits->insert(logits->end(), part.begin(), part.end());
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace shoal::dist

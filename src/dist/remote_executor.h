@@ -1,0 +1,60 @@
+// The coordinator's side of the pipeline: connecting to nodes, planning, assigning layers, and
+// an Executor that streams each engine step through the stages as micro-batches.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "gguf/gguf.h"
+#include "net/auth.h"
+#include "net/conn.h"
+#include "planner/plan.h"
+
+namespace shoal::dist {
+
+struct ClusterOptions {
+  std::vector<std::string> nodes;  // "host:port", in pipeline order
+  std::string model_file;          // file name the nodes find in their --model-dir
+  planner::PlanConfig plan;        // sizes (max seqs, length, block size, KV and link types)
+  int32_t swap_blocks = 0;
+  int64_t connect_timeout_ms = 10'000;
+};
+
+// Authenticated links to every node with the plan made from their reported NodeInfo.
+struct Cluster {
+  std::vector<std::shared_ptr<net::Conn>> conns;  // [node]
+  std::vector<planner::NodeInfo> infos;
+  planner::Plan plan;
+  int32_t n_blocks = 0;  // KV blocks per stage (the engine's pool size)
+};
+
+// Connects to the nodes, reads their node info and plans the layer split (fails with each
+// node's shortfall when the model does not fit).
+Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& file,
+                               const net::ClusterKey& key);
+
+// Sends every node its assignment and waits until all have loaded (or one refuses).
+Status AssignLayers(Cluster& cluster, const ClusterOptions& opts);
+
+// Streams a step's batch through the stages: the batch is cut into micro-batches of whole
+// chunks, all sent to stage 0 at once, so that stage s works on micro-batch i while stage s+1
+// works on i-1; the last stage returns logits. Block copies ride on the first micro-batch.
+class RemoteExecutor final : public Executor {
+ public:
+  RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd);
+  int64_t n_vocab() const override { return n_vocab_; }
+  Status Run(const Batch& batch, std::vector<float>* logits) override;
+  Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
+                    std::span<const BlockCopy> swap_in) override;
+
+ private:
+  Cluster cluster_;
+  int64_t n_vocab_, n_embd_;
+  uint64_t step_ = 0;
+  std::vector<BlockCopy> swap_out_, copies_, swap_in_;
+};
+
+}  // namespace shoal::dist

@@ -1,0 +1,68 @@
+// Message bodies of the pipeline protocol on top of net frames: control messages (join,
+// assignment) and micro-batches of work (batch layout, block copies, activations, logits).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/batch.h"
+#include "planner/cost_model.h"
+#include "sched/scheduler.h"
+
+namespace shoal::dist {
+
+// First byte of a kControl frame's payload.
+enum class ControlType : uint8_t {
+  kJoin = 1,          // node -> coordinator: NodeInfo JSON
+  kAssign = 2,        // coordinator -> node: the layers to serve
+  kAssignResult = 3,  // node -> coordinator: ok, or why not
+};
+
+// What a node is asked to serve. The model is named by file name only: the node resolves it
+// inside its --model-dir and refuses any path.
+struct Assignment {
+  uint32_t epoch = 1;
+  std::string model_file;
+  int32_t first_layer = 0, last_layer = 0;  // [first, last)
+  int32_t n_blocks = 0;                     // KV pool (same block ids on every stage)
+  int32_t swap_blocks = 0;
+  planner::PlanConfig config;  // sizes the node checks against its memory limit
+  std::string next_host;       // downstream stage; empty on the last stage
+  uint16_t next_port = 0;
+};
+
+std::vector<uint8_t> EncodeJoin(const std::string& node_info_json);
+std::vector<uint8_t> EncodeAssign(const Assignment& a);
+std::vector<uint8_t> EncodeAssignResult(bool ok, const std::string& message);
+Result<ControlType> ControlTypeOf(std::span<const uint8_t> payload);
+Result<std::string> DecodeJoin(std::span<const uint8_t> payload);
+Result<Assignment> DecodeAssign(std::span<const uint8_t> payload);
+// ok=false carries the node's reason in `message`.
+Status DecodeAssignResult(std::span<const uint8_t> payload);
+
+// One micro-batch travelling down the pipeline: the block copies to apply first, the batch
+// layout (with the tokens on the way into stage 0), and the hidden rows between stages.
+struct StepWork {
+  std::vector<BlockCopy> swap_out, copies, swap_in;
+  Batch batch;
+  std::vector<std::vector<int32_t>> block_storage;  // backs batch.chunks[i].blocks
+  std::vector<float> hidden;                        // [n_rows, n_embd]; empty into stage 0
+};
+
+// Caps on decoded sizes (a malformed or hostile frame fails instead of allocating).
+inline constexpr uint32_t kMaxRows = 1u << 20;     // tokens in one micro-batch
+inline constexpr uint32_t kMaxBlocks = 1u << 24;   // block ids per table
+inline constexpr uint32_t kMaxCopies = 1u << 20;
+
+// Appends the work to `out`; hidden rows are sent as `link` (f32, f16 or q8_0).
+Status EncodeStepWork(const StepWork& w, planner::LinkDType link, int64_t n_embd,
+                      std::vector<uint8_t>* out);
+Status DecodeStepWork(std::span<const uint8_t> payload, int64_t n_embd, StepWork* w);
+
+std::vector<uint8_t> EncodeLogits(std::span<const float> logits);
+Status DecodeLogits(std::span<const uint8_t> payload, size_t expected, std::vector<float>* out);
+
+}  // namespace shoal::dist
