@@ -14,19 +14,20 @@ fi
 LOGS=$(mktemp -d)
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$LOGS"' EXIT
-serve() {  # serve NAME FLAGS... -> prints the port
+serve() {  # serve NAME FLAGS... -> sets PORT (empty if the server did not come up)
   "$SHOAL" serve -m "$MODEL" --port 0 --chat-template chatml -t 2 --api-key k3y "${@:2}" \
     > "$LOGS/$1" 2>&1 &
   PIDS+=($!)
+  PORT=""
   for _ in $(seq 1 100); do
     local port
     port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$LOGS/$1" | grep -o '[0-9]*$')
-    if [ -n "$port" ] && curl -s "127.0.0.1:$port/health" | grep -q ok; then echo "$port"; return; fi
+    if [ -n "$port" ] && curl -s "127.0.0.1:$port/health" | grep -q ok; then PORT=$port; return; fi
     sleep 0.1
   done
   cat "$LOGS/$1" >&2
 }
-P1=$(serve main)
-P2=$(serve busy --max-queued-requests 0)
+serve main; P1=$PORT
+serve busy --max-queued-requests 0; P2=$PORT
 [ -n "$P1" ] && [ -n "$P2" ] || { echo "FAIL servers did not start"; exit 1; }
 timeout 300 node "$WORK/openai_test.mjs" "http://127.0.0.1:$P1/v1" k3y "http://127.0.0.1:$P2/v1"

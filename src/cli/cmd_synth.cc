@@ -13,6 +13,7 @@ void AddSynthCommand(CLI::App& app, Runner* runner) {
   struct Args {
     std::string arch = "llama", preset = "tiny", out, type = "f32";
     uint64_t seed = 1;
+    int64_t layers = 0;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--arch", a->arch, "Architecture")->capture_default_str();
@@ -21,6 +22,7 @@ void AddSynthCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("-o,--output", a->out, "Output GGUF file")->required();
   cmd->add_option("--type", a->type, "Weight type: f32, f16, q8_0 or q4_0")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Random seed")->capture_default_str();
+  cmd->add_option("--layers", a->layers, "Layer count (default: the preset's)");
   cmd->callback([=] {
     *runner = [=]() -> int {
       auto t = DTypeFromName(a->type);
@@ -30,6 +32,7 @@ void AddSynthCommand(CLI::App& app, Runner* runner) {
       o.preset = a->preset;
       o.type = *t;
       o.seed = a->seed;
+      o.n_layer = a->layers;
       o.progress = [](double frac) {
         const int w = 40, n = static_cast<int>(frac * w);
         std::fprintf(stderr, "\r[%.*s%*s] %3.0f%%", n,

@@ -265,7 +265,8 @@ Status SynthesizeModel(const SynthOptions& opt, const std::string& out_path) {
   if (opt.arch != "llama") {
     return Errorf("synth: unsupported architecture '{}' (only llama)", opt.arch);
   }
-  SHOAL_ASSIGN_OR_RETURN(const SynthPreset p, FindSynthPreset(opt.preset));
+  SHOAL_ASSIGN_OR_RETURN(SynthPreset p, FindSynthPreset(opt.preset));
+  if (opt.n_layer > 0) p.n_layer = opt.n_layer;
   SHOAL_ASSIGN_OR_RETURN(const uint32_t file_type, SynthFileType(opt.type));
   SHOAL_ASSIGN_OR_RETURN(const std::vector<SynthTensor> tensors, SynthTensorList(p, opt.type));
   SHOAL_ASSIGN_OR_RETURN(SynthVocab vocab, BuildSynthVocab(p.n_vocab));

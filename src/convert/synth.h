@@ -42,6 +42,7 @@ struct SynthOptions {
   // Q6_K as llama-quantize makes it (Q8_0 when n_embd is not a multiple of 256).
   DType type = DType::kF32;
   uint64_t seed = 1;  // same seed, preset and type -> byte-identical file
+  int64_t n_layer = 0;  // > 0: overrides the preset's layer count (e.g. deep pipelines in tests)
   // Called on the calling thread with the fraction done in [0, 1] (generation is 0..0.95, the
   // final write 0.95..1).
   std::function<void(double)> progress;

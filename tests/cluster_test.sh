@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Multi-process pipeline tests on loopback: `shoal node` workers behind `shoal serve --nodes`.
+# Split equivalence (1, 2, 4, 8 stages give the same tokens as one process, f32 links), auth
+# refusal, memory-cap refusal, garbage on a node port, a node without the model file.
+set -u
+SHOAL=$1
+TMP=$(mktemp -d)
+fails=0
+check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails+1)); fi; }
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"; }
+trap cleanup EXIT
+
+mkdir -p "$TMP/models" "$TMP/empty"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/key"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/otherkey"
+chmod 600 "$TMP/key" "$TMP/otherkey"
+"$SHOAL" synth --preset tiny --layers 8 --type q8_0 --seed 5 -o "$TMP/models/m.gguf" > /dev/null 2>&1
+MODEL=$TMP/models/m.gguf
+
+# node NAME [flags...] -> prints "127.0.0.1:PORT" once listening
+node() {
+  local name=$1; shift
+  "$SHOAL" node --listen 127.0.0.1:0 --model-dir "$TMP/models" --cluster-key-file "$TMP/key" \
+    --no-measure -t 1 --name "$name" "$@" > "$TMP/$name.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do
+    local p
+    p=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$TMP/$name.log" | grep -o '[0-9]*$')
+    [ -n "$p" ] && { echo "127.0.0.1:$p"; return; }
+    sleep 0.05
+  done
+}
+# serve LOG [flags...] -> sets PORT, SPID; waits for /health 200 (or the process to exit)
+serve() {
+  local log=$1; shift
+  "$SHOAL" serve -m "$MODEL" --port 0 --max-num-seqs 8 --max-model-len 256 -t 1 \
+    --cluster-key-file "$TMP/key" "$@" > "$TMP/$log" 2>&1 &
+  SPID=$!; PIDS+=($SPID); PORT=""
+  for _ in $(seq 1 200); do
+    PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/$log" | grep -o '[0-9]*$')
+    [ -n "$PORT" ] && curl -s "127.0.0.1:$PORT/health" | grep -q ok && return 0
+    kill -0 $SPID 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+# Four requests at once (so steps are cut into micro-batches): greedy and seeded texts.
+ask() {
+  local out=$1
+  : > "$out"
+  local cp=()
+  for i in 0 1 2 3; do
+    curl -s -m 120 "127.0.0.1:$PORT/v1/completions" -d "{\"prompt\":\"Story number $i begins\",\"max_tokens\":24,\"temperature\":$([ $i -lt 2 ] && echo 0 || echo 0.8),\"seed\":$i,\"ignore_eos\":true}" > "$TMP/r$i" &
+    cp+=($!)
+  done
+  wait "${cp[@]}"
+  for i in 0 1 2 3; do python3 -c "import json; print(json.load(open('$TMP/r$i'))['choices'][0]['text'].encode().hex())" >> "$out" 2>/dev/null || echo "bad response $i" >> "$out"; done
+}
+
+serve local.log || { echo "local server failed"; cat "$TMP/local.log"; exit 1; }
+ask "$TMP/want"
+kill -TERM $SPID; wait $SPID
+check "reference answers exist" '[ $(grep -c "^bad" "$TMP/want") -eq 0 ] && [ $(wc -l < "$TMP/want") -eq 4 ]'
+
+for k in 1 2 4 8; do
+  nodes=""
+  for i in $(seq 1 $k); do nodes="$nodes,$(node s$k-n$i)"; done
+  nodes=${nodes#,}
+  if serve "c$k.log" --nodes "$nodes" --link-dtype f32; then
+    ask "$TMP/got$k"
+    kill -TERM $SPID; wait $SPID
+  else
+    echo "cluster of $k did not start:"; tail -5 "$TMP/c$k.log"
+  fi
+  check "$k stage(s), f32 links: same tokens as one process (greedy and seeded)" 'cmp -s "$TMP/want" "$TMP/got$k"'
+  check "$k stage(s): the plan was printed with $k stages" '[ $(grep -cE "^ +[0-9]+  s$k-n" "$TMP/c$k.log") -eq $k ]'
+done
+
+n1=$(node q1); n2=$(node q2)
+if serve q8.log --nodes "$n1,$n2" --link-dtype q8_0; then
+  ask "$TMP/gotq8"; kill -TERM $SPID; wait $SPID
+fi
+check "q8_0 links serve complete answers" '[ $(grep -c "^bad" "$TMP/gotq8") -eq 0 ] && [ $(wc -l < "$TMP/gotq8") -eq 4 ]'
+
+# Security and limits: each failure is a clear error, never a hang or a crash.
+n1=$(node a1)
+"$SHOAL" serve -m "$MODEL" --nodes "$n1" --cluster-key-file "$TMP/otherkey" --dry-run > "$TMP/auth.out" 2>&1; rc=$?
+check "a coordinator with the wrong key is refused" '[ $rc -ne 0 ] && grep -qi "proof\|auth\|goodbye" "$TMP/auth.out"'
+check "the node logged and dropped the unauthenticated peer" 'sleep 0.2; grep -qi "unauthenticated" "$TMP/a1.log"'
+exec 3<>"/dev/tcp/${n1%:*}/${n1#*:}" && head -c 4096 /dev/urandom >&3; exec 3>&-
+check "garbage on a node port: the node still plans with a good coordinator" '"$SHOAL" serve -m "$MODEL" --nodes "$n1" --cluster-key-file "$TMP/key" --dry-run > /dev/null 2>&1'
+m1=$(node m1 --mem-limit 20M); m2=$(node m2 --mem-limit 20M)
+"$SHOAL" serve -m "$MODEL" --nodes "$m1,$m2" --cluster-key-file "$TMP/key" --dry-run > "$TMP/mem.out" 2>&1; rc=$?
+check "a model that does not fit 2 x 20 MiB fails with each node's shortfall" '[ $rc -ne 0 ] && grep -q "short by" "$TMP/mem.out" && grep -q "m1" "$TMP/mem.out" && grep -q "m2" "$TMP/mem.out"'
+"$SHOAL" node --listen 127.0.0.1:0 --model-dir "$TMP/empty" --cluster-key-file "$TMP/key" --no-measure --name e1 > "$TMP/e1.log" 2>&1 & PIDS+=($!)
+sleep 0.3; e1="127.0.0.1:$(grep -o 'listening on 127.0.0.1:[0-9]*' "$TMP/e1.log" | grep -o '[0-9]*$')"
+serve e1serve.log --nodes "$e1"; rc=$?
+check "a node without the model file refuses its assignment, naming the file" '[ $rc -ne 0 ] && sleep 0.2 && grep -q "m.gguf" "$TMP/e1serve.log"'
+
+echo "$fails failure(s)"
+[ $fails -eq 0 ]
