@@ -1,0 +1,225 @@
+// Highway dynamic-dispatch unit of the register-tiled matmul kernels (simd_tile.h): AVX-512 VNNI
+// intrinsics on the AVX3_DL target, nothing elsewhere (MatMul then keeps its per-row kernels).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL  // opt-in in Highway 1.0, as in simd.cc
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/simd_tile.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/quant_internal.h"
+#include "kernels/simd_tile.h"
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC target("avx512vnni")  // as in simd_x86-inl.h
+#endif
+namespace shoal::kernels::HWY_NAMESPACE {
+
+#if HWY_TARGET == HWY_AVX3_DL
+namespace tile {
+
+using internal::kActGroupBytes;
+using internal::kTileBlocks;
+using internal::kTileRows;
+using internal::kTileSteps;
+
+// Lane k < rem of a 16-lane mask (rem = blocks left in the last group).
+HWY_INLINE __mmask16 LanesBelow(int64_t rem) {
+  return rem >= kTileBlocks ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << rem) - 1);
+}
+
+// Block k's byte offset `off` + [0, 4) as lane k, blocks `stride` bytes apart (masked lanes: 0).
+HWY_INLINE __m512i Gather4(const uint8_t* base, int stride, int off, __mmask16 m) {
+  const __m512i idx = _mm512_add_epi32(
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(stride)),
+      _mm512_set1_epi32(off));
+  return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base, 1);
+}
+
+// The fp16 at offset 0 of 16 blocks as 16 exact floats.
+HWY_INLINE __m512 GatherHalves(const uint8_t* base, int stride, __mmask16 m) {
+  const __m512i words = Gather4(base, stride, 0, m);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(words, _mm512_set1_epi32(0xFFFF))));
+}
+
+void PackAct(const uint8_t* xq, int64_t nb, uint8_t* dst) {
+  constexpr int kX = internal::q8_0::kBytes;
+  for (int64_t b0 = 0; b0 < nb; b0 += kTileBlocks, dst += kActGroupBytes) {
+    const uint8_t* base = xq + b0 * kX;
+    const __mmask16 m = LanesBelow(nb - b0);
+    __m512i sum = _mm512_setzero_si512();
+    for (int s = 0; s < kTileSteps; ++s) {
+      const __m512i q = Gather4(base, kX, internal::q8_0::kQs + internal::TileElem(s), m);
+      _mm512_storeu_si512(dst + 64 * s, q);
+      sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), q);
+    }
+    _mm512_storeu_ps(dst + 512, GatherHalves(base + internal::q8_0::kD, kX, m));
+    _mm512_storeu_si512(dst + 576, sum);
+  }
+}
+
+// Q4_0: chunk c = qs bytes 4c..4c+3 of each block (low nibbles: step 2c, high: step 2c + 1).
+void RepackQ4_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t nb, uint8_t* dst) {
+  constexpr int kW = internal::q4_0::kBytes;
+  constexpr int kRowQs = 256;
+  for (int64_t b0 = 0; b0 < nb; b0 += kTileBlocks, dst += kTileRows * (kRowQs + 64)) {
+    const __mmask16 m = LanesBelow(nb - b0);
+    for (int r = 0; r < kTileRows; ++r) {
+      const uint8_t* base = w + r * row_bytes + b0 * kW;
+      const __mmask16 mr = r < rows ? m : __mmask16{0};
+      for (int c = 0; c < 4; ++c)
+        _mm512_storeu_si512(dst + r * kRowQs + 64 * c,
+                            Gather4(base, kW, internal::q4_0::kQs + 4 * c, mr));
+      _mm512_storeu_ps(dst + kTileRows * kRowQs + 64 * r,
+                       GatherHalves(base + internal::q4_0::kD, kW, mr));
+    }
+  }
+}
+
+// Q8_0: step s = the quants at element TileElem(s), stored as q + 128 (unsigned for dpbusd).
+void RepackQ8_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t nb, uint8_t* dst) {
+  constexpr int kW = internal::q8_0::kBytes;
+  constexpr int kRowQs = 512;
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b0 = 0; b0 < nb; b0 += kTileBlocks, dst += kTileRows * (kRowQs + 64)) {
+    const __mmask16 m = LanesBelow(nb - b0);
+    for (int r = 0; r < kTileRows; ++r) {
+      const uint8_t* base = w + r * row_bytes + b0 * kW;
+      const __mmask16 mr = r < rows ? m : __mmask16{0};
+      for (int s = 0; s < kTileSteps; ++s) {
+        const __m512i q = Gather4(base, kW, internal::q8_0::kQs + internal::TileElem(s), mr);
+        _mm512_storeu_si512(dst + r * kRowQs + 64 * s, _mm512_xor_si512(q, bias));
+      }
+      _mm512_storeu_ps(dst + kTileRows * kRowQs + 64 * r,
+                       GatherHalves(base + internal::q8_0::kD, kW, mr));
+    }
+  }
+}
+
+// Q4_0 weights q in 0..15: sum (q - 8) y = dpbusd(q, y) - 8 * sum y.
+struct Q4_0 {
+  static constexpr int kRowQs = 256;
+  static constexpr int kShift = 3;  // the offset 8 as a shift of the quant sum
+  template <int S>
+  static __m512i Step(const uint8_t* row) {
+    const __m512i c = _mm512_loadu_si512(row + 64 * (S / 2));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    return S % 2 == 0 ? _mm512_and_si512(c, m4) : _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+  }
+};
+
+// Q8_0 weights stored as q + 128: sum q y = dpbusd(q + 128, y) - 128 * sum y.
+struct Q8_0 {
+  static constexpr int kRowQs = 512;
+  static constexpr int kShift = 7;
+  template <int S>
+  static __m512i Step(const uint8_t* row) {
+    return _mm512_loadu_si512(row + 64 * S);
+  }
+};
+
+template <class F, int S, int T>
+HWY_INLINE void Steps(const uint8_t* wg, const uint8_t* const* xg, __m512i (&ia)[kTileRows][T]) {
+  if constexpr (S < kTileSteps) {
+    __m512i x[T];
+    for (int t = 0; t < T; ++t) x[t] = _mm512_loadu_si512(xg[t] + 64 * S);
+    for (int r = 0; r < kTileRows; ++r) {
+      const __m512i w = F::template Step<S>(wg + r * F::kRowQs);
+      for (int t = 0; t < T; ++t) ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], w, x[t]);
+    }
+    Steps<F, S + 1, T>(wg, xg, ia);
+  }
+}
+
+// 4 rows x T tokens. Per group: exact block integers in 16 lanes, then per (row, token) the
+// reference's (d_w * d_x) * isum, blocks 16g..16g+7 then 16g+8..16g+15 into the 8 canonical
+// lanes (block b into lane b % 8, in block order), then the canonical lane sum.
+template <class F, int T>
+void Dot(const uint8_t* wp, const uint8_t* const* x, int64_t nb, float* out) {
+  constexpr int kGroupBytes = kTileRows * (F::kRowQs + 64);
+  __m256 acc[kTileRows][T];
+  for (int r = 0; r < kTileRows; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  int64_t g = 0;
+  for (int64_t b0 = 0; b0 < nb; b0 += kTileBlocks, ++g) {
+    const uint8_t* wg = wp + g * kGroupBytes;
+    const uint8_t* xg[T];
+    for (int t = 0; t < T; ++t) xg[t] = x[t] + g * kActGroupBytes;
+    __m512i ia[kTileRows][T];
+    for (int t = 0; t < T; ++t) {
+      const __m512i sum = _mm512_loadu_si512(xg[t] + 576);
+      const __m512i off = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, F::kShift));
+      for (int r = 0; r < kTileRows; ++r) ia[r][t] = off;
+    }
+    Steps<F, 0, T>(wg, xg, ia);
+    const int64_t rem = nb - b0;
+    const __mmask8 m_lo = rem >= 8 ? 0xFF : static_cast<__mmask8>((1u << rem) - 1);
+    const __mmask8 m_hi = rem >= 16 ? 0xFF : rem <= 8 ? 0 : static_cast<__mmask8>((1u << (rem - 8)) - 1);
+    for (int r = 0; r < kTileRows; ++r) {
+      const __m512 dw = _mm512_loadu_ps(wg + kTileRows * F::kRowQs + 64 * r);
+      for (int t = 0; t < T; ++t) {
+        const __m512 dd = _mm512_mul_ps(dw, _mm512_loadu_ps(xg[t] + 512));
+        const __m512 v = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(ia[r][t]));
+        const __m256 lo = _mm512_castps512_ps256(v);
+        const __m256 hi = _mm512_extractf32x8_ps(v, 1);
+        acc[r][t] = _mm256_mask_add_ps(acc[r][t], m_lo, acc[r][t], lo);
+        acc[r][t] = _mm256_mask_add_ps(acc[r][t], m_hi, acc[r][t], hi);
+      }
+    }
+  }
+  for (int r = 0; r < kTileRows; ++r) {
+    for (int t = 0; t < T; ++t) {
+      alignas(32) float lanes[internal::kBlockLanes];
+      _mm256_store_ps(lanes, acc[r][t]);
+      out[t * kTileRows + r] = internal::SumBlockLanes(lanes);
+    }
+  }
+}
+
+}  // namespace tile
+#endif  // HWY_TARGET == HWY_AVX3_DL
+
+const internal::TileKernels* GetTileKernels() {
+  static const internal::TileKernels kernels = [] {
+    internal::TileKernels k;
+#if HWY_TARGET == HWY_AVX3_DL
+    k.pack_act = &tile::PackAct;
+    k.repack_q4_0 = &tile::RepackQ4_0;
+    k.repack_q8_0 = &tile::RepackQ8_0;
+    k.dot_q4_0[0] = &tile::Dot<tile::Q4_0, 1>;
+    k.dot_q4_0[1] = &tile::Dot<tile::Q4_0, 2>;
+    k.dot_q4_0[2] = &tile::Dot<tile::Q4_0, 3>;
+    k.dot_q4_0[3] = &tile::Dot<tile::Q4_0, 4>;
+    k.dot_q8_0[0] = &tile::Dot<tile::Q8_0, 1>;
+    k.dot_q8_0[1] = &tile::Dot<tile::Q8_0, 2>;
+    k.dot_q8_0[2] = &tile::Dot<tile::Q8_0, 3>;
+    k.dot_q8_0[3] = &tile::Dot<tile::Q8_0, 4>;
+#endif
+    return k;
+  }();
+  return &kernels;
+}
+
+}  // namespace shoal::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace shoal::kernels::internal {
+
+HWY_EXPORT(GetTileKernels);
+
+const TileKernels& BestTileKernels() {
+  static const TileKernels* best = HWY_DYNAMIC_DISPATCH(GetTileKernels)();
+  return *best;
+}
+
+}  // namespace shoal::kernels::internal
+#endif  // HWY_ONCE
