@@ -66,6 +66,31 @@ void PackAct(const uint8_t* xq, int64_t nb, uint8_t* dst) {
   }
 }
 
+// The 16-byte fields at p, p + stride, ... of 16 blocks as 4 zmm: chunk c holds in lane k the
+// dword c of block k. 4 loads, 12 inserts, 8 two-source permutes and 4 blends: faster than the
+// 4 dword gathers it replaces (6% of Q4_0 prefill).
+HWY_INLINE void TransposeQs16(const uint8_t* p, int stride, uint8_t* dst) {
+  __m512i z[4];  // z[j]: blocks 4j..4j+3, one per 128-bit lane
+  for (int j = 0; j < 4; ++j) {
+    const uint8_t* q = p + 4 * j * stride;
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + stride)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 2 * stride)),
+                           2);
+    z[j] = _mm512_inserti32x4(
+        v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 3 * stride)), 3);
+  }
+  for (int c = 0; c < 4; ++c) {
+    // Lanes 0..7: dword c of z[0]'s then z[1]'s 4 blocks (index 16 + i picks the second source);
+    // lanes 8..15 the same from z[2], z[3].
+    const __m512i idx = _mm512_setr_epi32(c, 4 + c, 8 + c, 12 + c, 16 + c, 20 + c, 24 + c, 28 + c,
+                                          c, 4 + c, 8 + c, 12 + c, 16 + c, 20 + c, 24 + c, 28 + c);
+    const __m512i lo = _mm512_permutex2var_epi32(z[0], idx, z[1]);
+    const __m512i hi = _mm512_permutex2var_epi32(z[2], idx, z[3]);
+    _mm512_storeu_si512(dst + 64 * c, _mm512_mask_blend_epi32(0xFF00, lo, hi));
+  }
+}
+
 // Q4_0: chunk c = qs bytes 4c..4c+3 of each block (low nibbles: step 2c, high: step 2c + 1).
 void RepackQ4_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t nb, uint8_t* dst) {
   constexpr int kW = internal::q4_0::kBytes;
@@ -75,9 +100,13 @@ void RepackQ4_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t nb, uint
     for (int r = 0; r < kTileRows; ++r) {
       const uint8_t* base = w + r * row_bytes + b0 * kW;
       const __mmask16 mr = r < rows ? m : __mmask16{0};
-      for (int c = 0; c < 4; ++c)
-        _mm512_storeu_si512(dst + r * kRowQs + 64 * c,
-                            Gather4(base, kW, internal::q4_0::kQs + 4 * c, mr));
+      if (mr == 0xFFFF) {
+        TransposeQs16(base + internal::q4_0::kQs, kW, dst + r * kRowQs);
+      } else {
+        for (int c = 0; c < 4; ++c)
+          _mm512_storeu_si512(dst + r * kRowQs + 64 * c,
+                              Gather4(base, kW, internal::q4_0::kQs + 4 * c, mr));
+      }
       _mm512_storeu_ps(dst + kTileRows * kRowQs + 64 * r,
                        GatherHalves(base + internal::q4_0::kD, kW, mr));
     }
