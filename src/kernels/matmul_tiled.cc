@@ -14,8 +14,8 @@
 namespace shoal::kernels::internal {
 namespace {
 
-// Weight rows repacked at once per thread. 64 rows of a 5632-wide Q4_0 matrix are 220 KB (of a
-// 1 MB L2 on Zen 4/5), so the panel is read from L2 while all tokens pass over it, and the
+// Weight rows repacked at once per thread. 64 rows of a 5632-wide Q4_0 matrix are 220 KB (Q6_K:
+// 560 KB, of a 1 MB L2 on Zen 4/5), so the panel is read from L2 while all tokens pass over it, and the
 // activations (n_tokens x 0.6 KB per 16 blocks) are streamed once per 64 rows instead of once
 // per 4. A multiple of kTileRows.
 constexpr int64_t kPanelRows = 64;
@@ -24,40 +24,26 @@ constexpr int64_t kPanelRows = 64;
 // line of y per token, so two threads never write the same line.
 constexpr int64_t kRowGrain = 16;
 
-const TileKernels& Kernels() { return BestTileKernels(); }
-
-TileRepackFn RepackFor(DType t) {
-  return t == DType::kQ4_0 ? Kernels().repack_q4_0
-         : t == DType::kQ8_0 ? Kernels().repack_q8_0
-                             : nullptr;
-}
-
-const TileDotFn* DotFor(DType t) {
-  return t == DType::kQ4_0 ? Kernels().dot_q4_0 : t == DType::kQ8_0 ? Kernels().dot_q8_0 : nullptr;
-}
-
 }  // namespace
 
-bool HasTiledKernels(DType t) {
-  return Kernels().pack_act != nullptr && RepackFor(t) != nullptr && DotFor(t) != nullptr &&
-         DotFor(t)[0] != nullptr;
-}
+bool HasTiledKernels(DType t) { return TileTypeFor(t) != nullptr; }
 
 void MatMulTiled(const MatrixView& w, const uint8_t* xq, uint64_t xq_stride, int64_t n_tokens,
                  float* y, int64_t ldy, ThreadPool* pool, MatMulScratch* scratch) {
-  SHOAL_CHECK(HasTiledKernels(w.type));
-  const int64_t nb = w.cols / kQK;
-  const int64_t groups = (nb + kTileBlocks - 1) / kTileBlocks;
-  const uint64_t act_bytes = static_cast<uint64_t>(groups) * kActGroupBytes;  // per token
-  const uint64_t rg_bytes = static_cast<uint64_t>(groups) * TileWeightGroupBytes(w.type);
+  const TileType* tt = TileTypeFor(w.type);
+  SHOAL_CHECK(tt != nullptr);
+  const int64_t n = w.cols;
+  const int64_t groups = (n + tt->group_elems - 1) / tt->group_elems;
+  const uint64_t act_bytes = static_cast<uint64_t>(groups) * tt->act_group_bytes;  // per token
+  const uint64_t rg_bytes = static_cast<uint64_t>(groups) * tt->weight_group_bytes;
 
   // [n_tokens, groups] activation groups, packed once per token.
   const uint64_t need = act_bytes * static_cast<uint64_t>(n_tokens);
   if (scratch->xt.size() < need) scratch->xt.resize(need);
   uint8_t* xt = scratch->xt.data();
-  const TilePackActFn pack = Kernels().pack_act;
+  const TilePackActFn pack = tt->pack_act;
   auto pack_tokens = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) pack(xq + t * xq_stride, nb, xt + t * act_bytes);
+    for (int64_t t = t0; t < t1; ++t) pack(xq + t * xq_stride, n, xt + t * act_bytes);
   };
   if (pool != nullptr && n_tokens > 1) {
     pool->ParallelFor(n_tokens, 1, pack_tokens);
@@ -65,8 +51,8 @@ void MatMulTiled(const MatrixView& w, const uint8_t* xq, uint64_t xq_stride, int
     pack_tokens(0, n_tokens);
   }
 
-  const TileRepackFn repack = RepackFor(w.type);
-  const TileDotFn* dot = DotFor(w.type);
+  const TileRepackFn repack = tt->repack;
+  const TileDotFn* dot = tt->dot;
   auto rows = [&](int64_t r0, int64_t r1) {
     thread_local std::vector<uint8_t> panel;  // grows to the largest panel, then reused
     for (int64_t p0 = r0; p0 < r1; p0 += kPanelRows) {
@@ -76,7 +62,7 @@ void MatMulTiled(const MatrixView& w, const uint8_t* xq, uint64_t xq_stride, int
       for (int64_t g = 0; g < n_rg; ++g) {
         const int64_t r = p0 + g * kTileRows;
         repack(w.data + static_cast<uint64_t>(r) * w.row_bytes, w.row_bytes,
-               static_cast<int>(std::min<int64_t>(kTileRows, p1 - r)), nb,
+               static_cast<int>(std::min<int64_t>(kTileRows, p1 - r)), n,
                panel.data() + g * rg_bytes);
       }
       for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileMaxTokens) {
@@ -89,7 +75,7 @@ void MatMulTiled(const MatrixView& w, const uint8_t* xq, uint64_t xq_stride, int
         float ybuf[kTileMaxTokens][kPanelRows];
         for (int64_t g = 0; g < n_rg; ++g) {
           float out[kTileMaxTokens * kTileRows];
-          dot[nt - 1](panel.data() + g * rg_bytes, xs, nb, out);
+          dot[nt - 1](panel.data() + g * rg_bytes, xs, n, out);
           for (int j = 0; j < nt; ++j)
             for (int i = 0; i < kTileRows; ++i) ybuf[j][g * kTileRows + i] = out[j * kTileRows + i];
         }

@@ -7,9 +7,15 @@
 
 namespace shoal::kernels::internal {
 
-// Fewest tokens for which the tiled path pays for repacking each weight panel (measured with
-// matmul_bench; below it MatMul keeps its per-row kernels). Results are the same bits either way.
-inline constexpr int64_t kTiledMinTokens = 4;
+// Fewest tokens for which the tiled path pays for repacking each weight panel (below it MatMul
+// keeps its per-row kernels; results are the same bits either way). matmul_bench 2048 x 2048,
+// 1 thread, cpu us, row path -> tiled: Q4_0 4 tokens 374 -> 172, 8 tokens 771 -> 248; Q8_0
+// (gathered repack) 4 tokens 343 -> 582, 8 tokens 715 -> 627; Q4_K 4 tokens 621 -> 645, 8 tokens
+// 1248 -> 821; Q6_K (24 gathers per row and 8 super-blocks) 8 tokens 1034 -> 1373, 256 tokens
+// 32851 -> 14424.
+inline constexpr int64_t TiledMinTokens(DType t) {
+  return t == DType::kQ4_0 ? 4 : t == DType::kQ6_K ? 16 : 8;
+}
 
 // True if the best target has tiled kernels for weights of type t.
 bool HasTiledKernels(DType t);

@@ -2,8 +2,10 @@
 // intrinsics on the AVX3_DL target, nothing elsewhere (MatMul then keeps its per-row kernels).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL  // opt-in in Highway 1.0, as in simd.cc
@@ -50,8 +52,9 @@ HWY_INLINE __m512 GatherHalves(const uint8_t* base, int stride, __mmask16 m) {
   return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(words, _mm512_set1_epi32(0xFFFF))));
 }
 
-void PackAct(const uint8_t* xq, int64_t nb, uint8_t* dst) {
+void PackAct(const uint8_t* xq, int64_t n, uint8_t* dst) {
   constexpr int kX = internal::q8_0::kBytes;
+  const int64_t nb = n / internal::kQK;
   for (int64_t b0 = 0; b0 < nb; b0 += kTileBlocks, dst += kActGroupBytes) {
     const uint8_t* base = xq + b0 * kX;
     const __mmask16 m = LanesBelow(nb - b0);
@@ -92,8 +95,9 @@ HWY_INLINE void TransposeQs16(const uint8_t* p, int stride, uint8_t* dst) {
 }
 
 // Q4_0: chunk c = qs bytes 4c..4c+3 of each block (low nibbles: step 2c, high: step 2c + 1).
-void RepackQ4_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t nb, uint8_t* dst) {
+void RepackQ4_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t n, uint8_t* dst) {
   constexpr int kW = internal::q4_0::kBytes;
+  const int64_t nb = n / internal::kQK;
   constexpr int kRowQs = 256;
   for (int64_t b0 = 0; b0 < nb; b0 += kTileBlocks, dst += kTileRows * (kRowQs + 64)) {
     const __mmask16 m = LanesBelow(nb - b0);
@@ -114,8 +118,9 @@ void RepackQ4_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t nb, uint
 }
 
 // Q8_0: step s = the quants at element TileElem(s), stored as q + 128 (unsigned for dpbusd).
-void RepackQ8_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t nb, uint8_t* dst) {
+void RepackQ8_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t n, uint8_t* dst) {
   constexpr int kW = internal::q8_0::kBytes;
+  const int64_t nb = n / internal::kQK;
   constexpr int kRowQs = 512;
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b0 = 0; b0 < nb; b0 += kTileBlocks, dst += kTileRows * (kRowQs + 64)) {
@@ -172,7 +177,8 @@ HWY_INLINE void Steps(const uint8_t* wg, const uint8_t* const* xg, __m512i (&ia)
 // reference's (d_w * d_x) * isum, blocks 16g..16g+7 then 16g+8..16g+15 into the 8 canonical
 // lanes (block b into lane b % 8, in block order), then the canonical lane sum.
 template <class F, int T>
-void Dot(const uint8_t* wp, const uint8_t* const* x, int64_t nb, float* out) {
+void Dot(const uint8_t* wp, const uint8_t* const* x, int64_t n, float* out) {
+  const int64_t nb = n / internal::kQK;
   constexpr int kGroupBytes = kTileRows * (F::kRowQs + 64);
   __m256 acc[kTileRows][T];
   for (int r = 0; r < kTileRows; ++r)
@@ -216,21 +222,40 @@ void Dot(const uint8_t* wp, const uint8_t* const* x, int64_t nb, float* out) {
 }  // namespace tile
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
+}  // namespace shoal::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#include "kernels/simd_tile_k-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC target("avx512vnni")
+#endif
+namespace shoal::kernels::HWY_NAMESPACE {
+
 const internal::TileKernels* GetTileKernels() {
   static const internal::TileKernels kernels = [] {
     internal::TileKernels k;
 #if HWY_TARGET == HWY_AVX3_DL
-    k.pack_act = &tile::PackAct;
-    k.repack_q4_0 = &tile::RepackQ4_0;
-    k.repack_q8_0 = &tile::RepackQ8_0;
-    k.dot_q4_0[0] = &tile::Dot<tile::Q4_0, 1>;
-    k.dot_q4_0[1] = &tile::Dot<tile::Q4_0, 2>;
-    k.dot_q4_0[2] = &tile::Dot<tile::Q4_0, 3>;
-    k.dot_q4_0[3] = &tile::Dot<tile::Q4_0, 4>;
-    k.dot_q8_0[0] = &tile::Dot<tile::Q8_0, 1>;
-    k.dot_q8_0[1] = &tile::Dot<tile::Q8_0, 2>;
-    k.dot_q8_0[2] = &tile::Dot<tile::Q8_0, 3>;
-    k.dot_q8_0[3] = &tile::Dot<tile::Q8_0, 4>;
+    using internal::TileType;
+    auto legacy = [](TileType* tt, int row_qs, internal::TileRepackFn repack) {
+      tt->group_elems = internal::kTileBlocks * internal::kQK;
+      tt->act_group_bytes = internal::kActGroupBytes;
+      tt->weight_group_bytes = internal::kTileRows * (row_qs + 64);
+      tt->pack_act = &tile::PackAct;
+      tt->repack = repack;
+    };
+    legacy(&k.q4_0, tile::Q4_0::kRowQs, &tile::RepackQ4_0);
+    k.q4_0.dot[0] = &tile::Dot<tile::Q4_0, 1>;
+    k.q4_0.dot[1] = &tile::Dot<tile::Q4_0, 2>;
+    k.q4_0.dot[2] = &tile::Dot<tile::Q4_0, 3>;
+    k.q4_0.dot[3] = &tile::Dot<tile::Q4_0, 4>;
+    legacy(&k.q8_0, tile::Q8_0::kRowQs, &tile::RepackQ8_0);
+    k.q8_0.dot[0] = &tile::Dot<tile::Q8_0, 1>;
+    k.q8_0.dot[1] = &tile::Dot<tile::Q8_0, 2>;
+    k.q8_0.dot[2] = &tile::Dot<tile::Q8_0, 3>;
+    k.q8_0.dot[3] = &tile::Dot<tile::Q8_0, 4>;
+    tile::SetKQuantKernels(&k);
 #endif
     return k;
   }();
@@ -248,6 +273,16 @@ HWY_EXPORT(GetTileKernels);
 const TileKernels& BestTileKernels() {
   static const TileKernels* best = HWY_DYNAMIC_DISPATCH(GetTileKernels)();
   return *best;
+}
+
+const TileType* TileTypeFor(DType t) {
+  const TileKernels& k = BestTileKernels();
+  const TileType* tt = t == DType::kQ4_0   ? &k.q4_0
+                       : t == DType::kQ8_0 ? &k.q8_0
+                       : t == DType::kQ4_K ? &k.q4_k
+                       : t == DType::kQ6_K ? &k.q6_k
+                                           : nullptr;
+  return tt != nullptr && tt->pack_act != nullptr ? tt : nullptr;
 }
 
 }  // namespace shoal::kernels::internal

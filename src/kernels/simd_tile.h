@@ -30,30 +30,42 @@ inline constexpr int kActGroupBytes = 640;  // 8 x 64 quants + 64 scales + 64 su
 // elements j and j + 16).
 inline constexpr int TileElem(int s) { return (s % 2) * 16 + (s / 2) * 4; }
 
-// Weight quant bytes per row and group for type t (0: no tiled kernel for t).
-inline constexpr int TileWeightRowBytes(DType t) {
-  return t == DType::kQ4_0 ? 256 : t == DType::kQ8_0 ? 512 : 0;
-}
-inline constexpr int TileWeightGroupBytes(DType t) {
-  return kTileRows * (TileWeightRowBytes(t) + kTileBlocks * 4);
-}
+// K-quants (Q4_K, Q6_K x Q8_K) group 8 super-blocks; lanes k and k + 8 of a zmm hold super-block
+// k's halves h = 0, 1 of each 32-element unit p (elements 32p + 16h + 4 st + [0, 4) at step st):
+//   activations, per token and group (kActKGroupBytes): 8 units x 4 steps of 64 bytes; 4 x 64
+//     bytes of int16 bsum pairs (bsum 4i + h, bsum 4i + 2 + h) for i < 4; 8 x f32 d (+ padding).
+//   weights, per 4-row group and group: 4 rows' quants (Q4_K: 4 x 4 steps of 64 bytes of packed
+//     nibbles, unit 2a low and 2a + 1 high; Q6_K: 32 steps of q in 0..63); 4 rows' unit scales
+//     (8 x 16 int32); 4 rows' int16 pairs against the bsum pairs (Q4_K: m 2i, 2i + 1; Q6_K: sc
+//     4i + h, 4i + 2 + h); 4 rows' d and dmin (8 + 8 f32).
+inline constexpr int kTileSuperBlocks = 8;
+inline constexpr int kActKGroupBytes = 2048 + 256 + 64;
 
-// Activation row (Q8_0 blocks, nb of them) -> its tiled layout at dst (groups * 640 bytes).
-using TilePackActFn = void (*)(const uint8_t* xq, int64_t nb, uint8_t* dst);
-// rows (1..4) weight rows starting at w (row_bytes apart; nb blocks each) -> one 4-row tiled
-// panel at dst (groups * TileWeightGroupBytes bytes); missing rows are zero.
-using TileRepackFn = void (*)(const uint8_t* w, uint64_t row_bytes, int rows, int64_t nb,
+// One activation row of n elements (Q8_0 or Q8_K) -> its tiled layout at dst.
+using TilePackActFn = void (*)(const uint8_t* xq, int64_t n, uint8_t* dst);
+// rows (1..4) weight rows of n elements starting at w (row_bytes apart) -> one 4-row tiled panel
+// at dst (groups * weight_group_bytes); missing rows are zero.
+using TileRepackFn = void (*)(const uint8_t* w, uint64_t row_bytes, int rows, int64_t n,
                               uint8_t* dst);
 // out[t * 4 + r] = dot(row r of the 4-row panel wp, token t at x[t]) for t < T, r < 4.
-using TileDotFn = void (*)(const uint8_t* wp, const uint8_t* const* x, int64_t nb, float* out);
+using TileDotFn = void (*)(const uint8_t* wp, const uint8_t* const* x, int64_t n, float* out);
+
+// One weight type's tiled kernels.
+struct TileType {
+  int group_elems = 0;          // columns per group (512 or 2048)
+  int act_group_bytes = 0;      // packed activation bytes per token and group
+  int weight_group_bytes = 0;   // repacked weight bytes per 4-row group and group
+  TilePackActFn pack_act = nullptr;
+  TileRepackFn repack = nullptr;
+  TileDotFn dot[kTileMaxTokens] = {};  // [T - 1]
+};
 
 struct TileKernels {
-  TilePackActFn pack_act = nullptr;  // null where the target has no tiled kernels
-  TileRepackFn repack_q4_0 = nullptr;
-  TileRepackFn repack_q8_0 = nullptr;
-  TileDotFn dot_q4_0[kTileMaxTokens] = {};  // [T - 1]
-  TileDotFn dot_q8_0[kTileMaxTokens] = {};
+  TileType q4_0, q8_0, q4_k, q6_k;  // pack_act null where the target has no tiled kernels
 };
+
+// The tiled kernels of weight type t on the best target, or null.
+const TileType* TileTypeFor(DType t);
 
 // The best target's tiled kernels (all null where it has none, e.g. without AVX-512 VNNI).
 const TileKernels& BestTileKernels();
