@@ -146,12 +146,13 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
   Grow(ws_.attn_scratch, per_thread * static_cast<size_t>(n_threads));
   const int64_t group = hp.n_head / hp.n_head_kv;
   const bool tiled_ok = kernels::TiledNumericsApply(hdv);
+  // Tasks are dealt round-robin: a causal prompt's row costs grow with its position, so
+  // contiguous halves gave the second of 2 threads 3x the first's work at pp512.
   auto work = [&](int t, int nt) {
     float* scratch = ws_.attn_scratch.data() + per_thread * static_cast<size_t>(t);
     const int64_t tasks = n * hp.n_head;
-    const int64_t t0 = tasks * t / nt, t1 = tasks * (t + 1) / nt;
     size_t ci = 0;
-    for (int64_t task = t0; task < t1; ++task) {
+    for (int64_t task = t; task < tasks; task += nt) {
       const int64_t row = task / hp.n_head, h = task % hp.n_head;
       while (b.chunks[ci].row0 + b.chunks[ci].n_tokens <= row) ++ci;
       const SeqChunk& c = b.chunks[ci];
