@@ -14,11 +14,13 @@
 namespace shoal::kernels::internal {
 namespace {
 
-// Weight rows repacked at once per thread. 64 rows of a 5632-wide Q4_0 matrix are 220 KB (Q6_K:
-// 560 KB, of a 1 MB L2 on Zen 4/5), so the panel is read from L2 while all tokens pass over it, and the
-// activations (n_tokens x 0.6 KB per 16 blocks) are streamed once per 64 rows instead of once
-// per 4. A multiple of kTileRows.
-constexpr int64_t kPanelRows = 64;
+// Repacked weight bytes per thread and panel: the panel is read from L2 (1 MB per core on Zen 4
+// and 5) while all tokens pass over it, and the activations (n_tokens x 0.6-2.4 KB per group)
+// are streamed once per panel. matmul_bench 2048 x 2048, 256 tokens, 1 thread, cpu us, 64-row
+// panels -> this budget (128 to 256 rows at 2048 columns, fewer when wider): Q4_0 6321 -> 5886,
+// Q8_0 8350 -> 8224, Q4_K 13159 -> 11637, Q6_K 13547 -> 12088 (medians of 3).
+constexpr uint64_t kPanelBytes = 384 << 10;
+constexpr int64_t kMinPanelRows = 16, kMaxPanelRows = 256;
 
 // Output rows per ParallelFor grain: a multiple of kTileRows, and 16 floats are one 64-byte cache
 // line of y per token, so two threads never write the same line.
@@ -53,10 +55,13 @@ void MatMulTiled(const MatrixView& w, const uint8_t* xq, uint64_t xq_stride, int
 
   const TileRepackFn repack = tt->repack;
   const TileDotFn* dot = tt->dot;
+  const int64_t panel_rows = std::clamp<int64_t>(
+      static_cast<int64_t>(kPanelBytes / rg_bytes) * kTileRows / kMinPanelRows * kMinPanelRows,
+      kMinPanelRows, kMaxPanelRows);
   auto rows = [&](int64_t r0, int64_t r1) {
     thread_local std::vector<uint8_t> panel;  // grows to the largest panel, then reused
-    for (int64_t p0 = r0; p0 < r1; p0 += kPanelRows) {
-      const int64_t p1 = std::min(r1, p0 + kPanelRows);
+    for (int64_t p0 = r0; p0 < r1; p0 += panel_rows) {
+      const int64_t p1 = std::min(r1, p0 + panel_rows);
       const int64_t n_rg = (p1 - p0 + kTileRows - 1) / kTileRows;
       if (panel.size() < n_rg * rg_bytes) panel.resize(n_rg * rg_bytes);
       for (int64_t g = 0; g < n_rg; ++g) {
@@ -72,7 +77,7 @@ void MatMulTiled(const MatrixView& w, const uint8_t* xq, uint64_t xq_stride, int
         // The panel's outputs for these tokens, then one contiguous copy per token: 4 scattered
         // 16-byte stores per micro-kernel call into y (10+ MB for the FFN, far past the caches)
         // measured 5% of prefill in store misses.
-        float ybuf[kTileMaxTokens][kPanelRows];
+        float ybuf[kTileMaxTokens][kMaxPanelRows];
         for (int64_t g = 0; g < n_rg; ++g) {
           float out[kTileMaxTokens * kTileRows];
           dot[nt - 1](panel.data() + g * rg_bytes, xs, n, out);
