@@ -29,6 +29,30 @@ inline const uint8_t* KvRow(const uint8_t* base, uint64_t stride, const PagedKv&
   return base + static_cast<uint64_t>(block * kv.block_size + slot) * stride;
 }
 
+// Rows of consecutive positions from p on, without a division per row (two integer divisions per
+// key were a third of the tiled score loop).
+class KvRowWalker {
+ public:
+  KvRowWalker(const uint8_t* base, uint64_t stride, const PagedKv& kv, int32_t p)
+      : base_(base), stride_(stride), kv_(kv), b_(p / kv.block_size), slot_(p % kv.block_size) {}
+  const uint8_t* Next() {
+    const int64_t block = kv_.blocks[static_cast<size_t>(b_)];
+    const uint8_t* row =
+        base_ + static_cast<uint64_t>(block * kv_.block_size + slot_) * stride_;
+    if (++slot_ == kv_.block_size) {
+      slot_ = 0;
+      ++b_;
+    }
+    return row;
+  }
+
+ private:
+  const uint8_t* base_;
+  uint64_t stride_;
+  const PagedKv& kv_;
+  int32_t b_, slot_;
+};
+
 // 8x8 transpose: r[j] holds row j (8 dims); afterwards r[i] holds dim i of rows 0..7.
 SHOAL_AVX2 inline void Transpose8(__m256 r[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -187,14 +211,14 @@ SHOAL_AVX2 void AttendF32(const float* q, int dk, int dv, float scale, const Pag
 template <int G>
 SHOAL_AVX2 void DotsFmaF16(const float* q, int dk, const PagedKv& kv, int32_t j0, int32_t n_kv,
                            float* out) {
+  // Whole groups only: every key is below n_kv.
   const uint16_t* rows[G][kKeys];
+  KvRowWalker walk(kv.k_base, kv.k_row_stride, kv, j0);
   for (int g = 0; g < G; ++g) {
-    for (int j = 0; j < kKeys; ++j) {
-      const int32_t p = std::min(j0 + kKeys * g + j, n_kv - 1);
-      rows[g][j] = reinterpret_cast<const uint16_t*>(KvRow(kv.k_base, kv.k_row_stride, kv, p)) +
-                   kv.k_head_offset;
-    }
+    for (int j = 0; j < kKeys; ++j)
+      rows[g][j] = reinterpret_cast<const uint16_t*>(walk.Next()) + kv.k_head_offset;
   }
+  (void)n_kv;
   __m256 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
   for (int i0 = 0; i0 < dk; i0 += 8) {
@@ -260,10 +284,9 @@ SHOAL_AVX2 void AttendF16TiledFixed(const float* q, int dk, float scale, const P
       tile_sum += p[j - t0];
     }
     s = static_cast<float>(static_cast<double>(s) + tile_sum);
+    KvRowWalker walk(kv.v_base, kv.v_row_stride, kv, t0);
     for (int32_t j = t0; j < t1; ++j) {
-      const uint16_t* vr =
-          reinterpret_cast<const uint16_t*>(KvRow(kv.v_base, kv.v_row_stride, kv, j)) +
-          kv.v_head_offset;
+      const uint16_t* vr = reinterpret_cast<const uint16_t*>(walk.Next()) + kv.v_head_offset;
       const __m256 w = _mm256_set1_ps(p[j - t0]);
       for (int i = 0; i < kRegs; ++i) acc[i] = _mm256_fmadd_ps(w, LoadHalf8(vr + 8 * i), acc[i]);
     }
