@@ -175,14 +175,18 @@ HWY_INLINE void Steps(const uint8_t* wg, const uint8_t* const* xg, __m512i (&ia)
 
 // 4 rows x T tokens. Per group: exact block integers in 16 lanes, then per (row, token) the
 // reference's (d_w * d_x) * isum, blocks 16g..16g+7 then 16g+8..16g+15 into the 8 canonical
-// lanes (block b into lane b % 8, in block order), then the canonical lane sum.
+// lanes (block b into lane b % 8, in block order), then the canonical lane sum. Tokens 2u and
+// 2u + 1 share one zmm of canonical lanes (0..7 and 8..15): per group two 128-bit shuffles and
+// two adds serve both instead of two extracts and four ymm adds, and the 8 zmm accumulators
+// fit the registers beside the 16 integer ones.
 template <class F, int T>
 void Dot(const uint8_t* wp, const uint8_t* const* x, int64_t n, float* out) {
   const int64_t nb = n / internal::kQK;
   constexpr int kGroupBytes = kTileRows * (F::kRowQs + 64);
-  __m256 acc[kTileRows][T];
+  constexpr int kPairs = (T + 1) / 2;
+  __m512 acc[kTileRows][kPairs];
   for (int r = 0; r < kTileRows; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int u = 0; u < kPairs; ++u) acc[r][u] = _mm512_setzero_ps();
   int64_t g = 0;
   for (int64_t b0 = 0; b0 < nb; b0 += kTileBlocks, ++g) {
     const uint8_t* wg = wp + g * kGroupBytes;
@@ -191,30 +195,40 @@ void Dot(const uint8_t* wp, const uint8_t* const* x, int64_t n, float* out) {
     __m512i ia[kTileRows][T];
     for (int t = 0; t < T; ++t) {
       const __m512i sum = _mm512_loadu_si512(xg[t] + 576);
-      const __m512i off = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, F::kShift));
+      const __m512i off =
+          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, F::kShift));
       for (int r = 0; r < kTileRows; ++r) ia[r][t] = off;
     }
     Steps<F, 0, T>(wg, xg, ia);
     const int64_t rem = nb - b0;
-    const __mmask8 m_lo = rem >= 8 ? 0xFF : static_cast<__mmask8>((1u << rem) - 1);
-    const __mmask8 m_hi = rem >= 16 ? 0xFF : rem <= 8 ? 0 : static_cast<__mmask8>((1u << (rem - 8)) - 1);
+    const unsigned m_lo = rem >= 8 ? 0xFFu : (1u << rem) - 1;
+    const unsigned m_hi = rem >= 16 ? 0xFFu : rem <= 8 ? 0u : (1u << (rem - 8)) - 1;
+    const __mmask16 k_lo = static_cast<__mmask16>(m_lo | (m_lo << 8));
+    const __mmask16 k_hi = static_cast<__mmask16>(m_hi | (m_hi << 8));
+    __m512 dx[T];
+    for (int t = 0; t < T; ++t) dx[t] = _mm512_loadu_ps(xg[t] + 512);
     for (int r = 0; r < kTileRows; ++r) {
       const __m512 dw = _mm512_loadu_ps(wg + kTileRows * F::kRowQs + 64 * r);
-      for (int t = 0; t < T; ++t) {
-        const __m512 dd = _mm512_mul_ps(dw, _mm512_loadu_ps(xg[t] + 512));
-        const __m512 v = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(ia[r][t]));
-        const __m256 lo = _mm512_castps512_ps256(v);
-        const __m256 hi = _mm512_extractf32x8_ps(v, 1);
-        acc[r][t] = _mm256_mask_add_ps(acc[r][t], m_lo, acc[r][t], lo);
-        acc[r][t] = _mm256_mask_add_ps(acc[r][t], m_hi, acc[r][t], hi);
+      for (int u = 0; u < kPairs; ++u) {
+        const __m512 v0 = _mm512_mul_ps(_mm512_mul_ps(dw, dx[2 * u]),
+                                        _mm512_cvtepi32_ps(ia[r][2 * u]));
+        const __m512 v1 = 2 * u + 1 < T ? _mm512_mul_ps(_mm512_mul_ps(dw, dx[2 * u + 1]),
+                                                        _mm512_cvtepi32_ps(ia[r][2 * u + 1]))
+                                        : _mm512_setzero_ps();
+        // lo: blocks 0..7 of both tokens; hi: blocks 8..15 (128-bit lanes 0,1 / 2,3 of each).
+        const __m512 lo = _mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512 hi = _mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(3, 2, 3, 2));
+        acc[r][u] = _mm512_mask_add_ps(acc[r][u], k_lo, acc[r][u], lo);
+        acc[r][u] = _mm512_mask_add_ps(acc[r][u], k_hi, acc[r][u], hi);
       }
     }
   }
   for (int r = 0; r < kTileRows; ++r) {
-    for (int t = 0; t < T; ++t) {
-      alignas(32) float lanes[internal::kBlockLanes];
-      _mm256_store_ps(lanes, acc[r][t]);
-      out[t * kTileRows + r] = internal::SumBlockLanes(lanes);
+    for (int u = 0; u < kPairs; ++u) {
+      alignas(64) float lanes[2 * internal::kBlockLanes];
+      _mm512_store_ps(lanes, acc[r][u]);
+      out[2 * u * kTileRows + r] = internal::SumBlockLanes(lanes);
+      if (2 * u + 1 < T) out[(2 * u + 1) * kTileRows + r] = internal::SumBlockLanes(lanes + 8);
     }
   }
 }
