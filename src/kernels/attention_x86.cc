@@ -37,8 +37,7 @@ class KvRowWalker {
       : base_(base), stride_(stride), kv_(kv), b_(p / kv.block_size), slot_(p % kv.block_size) {}
   const uint8_t* Next() {
     const int64_t block = kv_.blocks[static_cast<size_t>(b_)];
-    const uint8_t* row =
-        base_ + static_cast<uint64_t>(block * kv_.block_size + slot_) * stride_;
+    const uint8_t* row = base_ + static_cast<uint64_t>(block * kv_.block_size + slot_) * stride_;
     if (++slot_ == kv_.block_size) {
       slot_ = 0;
       ++b_;

@@ -45,8 +45,8 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
   const internal::SimdDot4XdFn dot4_xd =
       internal::SimdDot4XdFor(internal::BestSimdKernels(), w.type);
   // Many tokens against a type with register-tiled kernels: the tiled path (same bits).
-  const bool tiled = n_tokens >= internal::TiledMinTokens(w.type) &&
-                     internal::HasTiledKernels(w.type);
+  const bool tiled =
+      n_tokens >= internal::TiledMinTokens(w.type) && internal::HasTiledKernels(w.type);
   const bool use_xd = dot_xd != nullptr && dot4_xd != nullptr && xt == DType::kQ8_0 && !tiled;
   const int64_t nb = w.cols / internal::kQK;
   const float* xd = nullptr;

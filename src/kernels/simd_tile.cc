@@ -78,10 +78,9 @@ HWY_INLINE void TransposeQs16(const uint8_t* p, int stride, uint8_t* dst) {
     const uint8_t* q = p + 4 * j * stride;
     __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
     v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + stride)), 1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 2 * stride)),
-                           2);
-    z[j] = _mm512_inserti32x4(
-        v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 3 * stride)), 3);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 2 * stride)), 2);
+    z[j] =
+        _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 3 * stride)), 3);
   }
   for (int c = 0; c < 4; ++c) {
     // Lanes 0..7: dword c of z[0]'s then z[1]'s 4 blocks (index 16 + i picks the second source);
@@ -210,8 +209,8 @@ void Dot(const uint8_t* wp, const uint8_t* const* x, int64_t n, float* out) {
     for (int r = 0; r < kTileRows; ++r) {
       const __m512 dw = _mm512_loadu_ps(wg + kTileRows * F::kRowQs + 64 * r);
       for (int u = 0; u < kPairs; ++u) {
-        const __m512 v0 = _mm512_mul_ps(_mm512_mul_ps(dw, dx[2 * u]),
-                                        _mm512_cvtepi32_ps(ia[r][2 * u]));
+        const __m512 v0 =
+            _mm512_mul_ps(_mm512_mul_ps(dw, dx[2 * u]), _mm512_cvtepi32_ps(ia[r][2 * u]));
         const __m512 v1 = 2 * u + 1 < T ? _mm512_mul_ps(_mm512_mul_ps(dw, dx[2 * u + 1]),
                                                         _mm512_cvtepi32_ps(ia[r][2 * u + 1]))
                                         : _mm512_setzero_ps();

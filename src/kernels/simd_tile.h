@@ -52,9 +52,9 @@ using TileDotFn = void (*)(const uint8_t* wp, const uint8_t* const* x, int64_t n
 
 // One weight type's tiled kernels.
 struct TileType {
-  int group_elems = 0;          // columns per group (512 or 2048)
-  int act_group_bytes = 0;      // packed activation bytes per token and group
-  int weight_group_bytes = 0;   // repacked weight bytes per 4-row group and group
+  int group_elems = 0;         // columns per group (512 or 2048)
+  int act_group_bytes = 0;     // packed activation bytes per token and group
+  int weight_group_bytes = 0;  // repacked weight bytes per 4-row group and group
   TilePackActFn pack_act = nullptr;
   TileRepackFn repack = nullptr;
   TileDotFn dot[kTileMaxTokens] = {};  // [T - 1]

@@ -39,9 +39,9 @@ HWY_INLINE __mmask16 HalvesBelow(int64_t rem) {
 HWY_INLINE __m512i GatherHalves4(const uint8_t* base, int stride, int off, __mmask16 m) {
   const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
   const __m512i h = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
-  const __m512i idx = _mm512_add_epi32(
-      _mm512_add_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(stride)), h),
-      _mm512_set1_epi32(off));
+  const __m512i idx =
+      _mm512_add_epi32(_mm512_add_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(stride)), h),
+                       _mm512_set1_epi32(off));
   return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base, 1);
 }
 
@@ -49,8 +49,8 @@ HWY_INLINE __m512i GatherHalves4(const uint8_t* base, int stride, int off, __mma
 // high one in lanes k + 8 (never reads past the pair).
 HWY_INLINE __m512i GatherI16(const uint8_t* base, int stride, int off, __mmask16 m) {
   const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
-  const __m512i idx = _mm512_add_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(stride)),
-                                       _mm512_set1_epi32(off));
+  const __m512i idx =
+      _mm512_add_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(stride)), _mm512_set1_epi32(off));
   const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base, 1);
   const __m512i lo = _mm512_srai_epi32(_mm512_slli_epi32(v, 16), 16);
   return _mm512_mask_blend_epi32(0xFF00, lo, _mm512_srai_epi32(v, 16));
@@ -87,7 +87,7 @@ void PackActK(const uint8_t* xq, int64_t n, uint8_t* dst) {
 // Per-row, per-group sections of a K-quant 4-row group (F::kRowQs quant bytes per row).
 template <int kRowQs>
 struct KLayout {
-  static constexpr int kScOff = internal::kTileRows * kRowQs;       // 8 x 64 per row
+  static constexpr int kScOff = internal::kTileRows * kRowQs;          // 8 x 64 per row
   static constexpr int kPairOff = kScOff + internal::kTileRows * 512;  // 4 x 64 per row
   static constexpr int kDOff = kPairOff + internal::kTileRows * 256;   // 16 f32 per row
   static constexpr int kGroupBytes = kDOff + internal::kTileRows * 64;
@@ -225,7 +225,8 @@ HWY_INLINE void KUnits(const uint8_t* wg, const uint8_t* const* xg,
          }
        }()),
        ...);
-    }(std::make_integer_sequence<int, 4>{});
+    }
+    (std::make_integer_sequence<int, 4>{});
     for (int r = 0; r < internal::kTileRows; ++r) {
       const __m512i sc = _mm512_loadu_si512(wg + L::kScOff + 512 * r + 64 * P);
       for (int t = 0; t < T; ++t)
