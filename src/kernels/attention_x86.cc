@@ -29,6 +29,29 @@ inline const uint8_t* KvRow(const uint8_t* base, uint64_t stride, const PagedKv&
   return base + static_cast<uint64_t>(block * kv.block_size + slot) * stride;
 }
 
+// Rows of consecutive positions from p on, without a division per row (two integer divisions per
+// key were a third of the tiled score loop).
+class KvRowWalker {
+ public:
+  KvRowWalker(const uint8_t* base, uint64_t stride, const PagedKv& kv, int32_t p)
+      : base_(base), stride_(stride), kv_(kv), b_(p / kv.block_size), slot_(p % kv.block_size) {}
+  const uint8_t* Next() {
+    const int64_t block = kv_.blocks[static_cast<size_t>(b_)];
+    const uint8_t* row = base_ + static_cast<uint64_t>(block * kv_.block_size + slot_) * stride_;
+    if (++slot_ == kv_.block_size) {
+      slot_ = 0;
+      ++b_;
+    }
+    return row;
+  }
+
+ private:
+  const uint8_t* base_;
+  uint64_t stride_;
+  const PagedKv& kv_;
+  int32_t b_, slot_;
+};
+
 // 8x8 transpose: r[j] holds row j (8 dims); afterwards r[i] holds dim i of rows 0..7.
 SHOAL_AVX2 inline void Transpose8(__m256 r[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -181,6 +204,98 @@ SHOAL_AVX2 void AttendF32(const float* q, int dk, int dv, float scale, const Pag
   }
 }
 
+// Dots8<Sum::kFma, true> for the G groups of 8 keys [j0, j0 + 8G), their FMA chains interleaved:
+// one group's chain (dk dependent FMAs) left the score loop latency-bound (Zen 5: 4 cycles per
+// FMA, 32 cycles per key at dk = 64). Same loads, transposes and per-lane FMA order per group.
+template <int G>
+SHOAL_AVX2 void DotsFmaF16(const float* q, int dk, const PagedKv& kv, int32_t j0, int32_t n_kv,
+                           float* out) {
+  // Whole groups only: every key is below n_kv.
+  const uint16_t* rows[G][kKeys];
+  KvRowWalker walk(kv.k_base, kv.k_row_stride, kv, j0);
+  for (int g = 0; g < G; ++g) {
+    for (int j = 0; j < kKeys; ++j)
+      rows[g][j] = reinterpret_cast<const uint16_t*>(walk.Next()) + kv.k_head_offset;
+  }
+  (void)n_kv;
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int i0 = 0; i0 < dk; i0 += 8) {
+    for (int g = 0; g < G; ++g) {
+      __m256 r[8];
+      for (int j = 0; j < kKeys; ++j) r[j] = LoadHalf8(rows[g][j] + i0);
+      Transpose8(r);
+      for (int i = 0; i < 8; ++i) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(q[i0 + i]), r[i], acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + kKeys * g, acc[g]);
+}
+
+// The tile's raw scores p[j - t0] = dot(q, k_j) * scale and their max.
+SHOAL_AVX2 float TileScores(const float* q, int dk, float scale, const PagedKv& kv, int32_t t0,
+                            int32_t t1, int32_t n_kv, float* p) {
+  constexpr int kGroups = 4;  // independent FMA chains in flight (16 registers of AVX2)
+  alignas(32) float dots[kKeys * kGroups];
+  float tile_max = -INFINITY;
+  for (int32_t j0 = t0; j0 < t1;) {
+    int32_t n;
+    if (t1 - j0 >= kKeys * kGroups) {
+      DotsFmaF16<kGroups>(q, dk, kv, j0, n_kv, dots);
+      n = kKeys * kGroups;
+    } else {
+      Dots8<Sum::kFma, true>(q, dk, kv, j0, n_kv, dots);
+      n = std::min(kKeys, t1 - j0);
+    }
+    for (int32_t j = j0; j < j0 + n; ++j) {
+      p[j - t0] = dots[j - j0] * scale;
+      tile_max = std::max(tile_max, p[j - t0]);
+    }
+    j0 += n;
+  }
+  return tile_max;
+}
+
+// AttendF16Tiled for a fixed value width: the accumulator lives in kDv / 8 registers instead of
+// scratch (the store-reload of every lane per key was the value loop's critical path). Same
+// operations in the same order, so the same bits.
+template <int kDv>
+SHOAL_AVX2 void AttendF16TiledFixed(const float* q, int dk, float scale, const PagedKv& kv,
+                                    int32_t n_kv, float* out, float* scratch) {
+  constexpr int kRegs = kDv / 8;
+  float* p = scratch + kDv;  // [kAttnTile]
+  __m256 acc[kRegs];
+  for (int i = 0; i < kRegs; ++i) acc[i] = _mm256_setzero_ps();
+  float m = -INFINITY, s = 0.0f;
+  for (int32_t t0 = 0; t0 < n_kv; t0 += kAttnTile) {
+    const int32_t t1 = std::min(n_kv, t0 + kAttnTile);
+    const float tile_max = TileScores(q, dk, scale, kv, t0, t1, n_kv, p);
+    const float m_new = std::max(m, tile_max);
+    if (m_new > m && m != -INFINITY) {
+      const float ms = std::exp(m - m_new);
+      const __m256 vms = _mm256_set1_ps(ms);
+      for (int i = 0; i < kRegs; ++i) acc[i] = _mm256_mul_ps(acc[i], vms);
+      s *= ms;
+    }
+    m = m_new;
+    double tile_sum = 0.0;
+    for (int32_t j = t0; j < t1; ++j) {
+      p[j - t0] = std::exp(p[j - t0] - m);
+      tile_sum += p[j - t0];
+    }
+    s = static_cast<float>(static_cast<double>(s) + tile_sum);
+    KvRowWalker walk(kv.v_base, kv.v_row_stride, kv, t0);
+    for (int32_t j = t0; j < t1; ++j) {
+      const uint16_t* vr = reinterpret_cast<const uint16_t*>(walk.Next()) + kv.v_head_offset;
+      const __m256 w = _mm256_set1_ps(p[j - t0]);
+      for (int i = 0; i < kRegs; ++i) acc[i] = _mm256_fmadd_ps(w, LoadHalf8(vr + 8 * i), acc[i]);
+    }
+  }
+  const float inv = s > 0 ? 1.0f / s : 0.0f;
+  alignas(32) float a[kDv];
+  for (int i = 0; i < kRegs; ++i) _mm256_store_ps(a + 8 * i, acc[i]);
+  for (int i = 0; i < kDv; ++i) out[i] = a[i] * inv;
+}
+
 // F16 cache, tiled numerics (the reference's AttendF16Tiled).
 SHOAL_AVX2 void AttendF16Tiled(const float* q, int dk, int dv, float scale, const PagedKv& kv,
                                int32_t n_kv, float* out, float* scratch) {
@@ -241,7 +356,11 @@ bool AttendOneHeadAvx2(const float* q, int dk, int dv, float scale, const PagedK
   if (!CpuHasAvx2F16c() || dk % 8 != 0 || dv % 8 != 0 || dk > 1024 || dv > 1024 || n_kv <= 0)
     return false;
   if (kv.dtype == DType::kF16) {
-    if (tiled) {
+    if (tiled && dv == 64) {
+      AttendF16TiledFixed<64>(q, dk, scale, kv, n_kv, out, scratch);
+    } else if (tiled && dv == 128) {
+      AttendF16TiledFixed<128>(q, dk, scale, kv, n_kv, out, scratch);
+    } else if (tiled) {
       AttendF16Tiled(q, dk, dv, scale, kv, n_kv, out, scratch);
     } else {
       AttendF16(q, dk, dv, scale, kv, n_kv, out, scratch);

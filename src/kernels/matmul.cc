@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "kernels/matmul_tiled.h"
 #include "kernels/quant.h"
 #include "kernels/quant_internal.h"
 #include "kernels/simd.h"
@@ -48,7 +49,10 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
   const internal::SimdDotXdFn dot_xd = internal::SimdDotXdFor(internal::BestSimdKernels(), w.type);
   const internal::SimdDot4XdFn dot4_xd =
       internal::SimdDot4XdFor(internal::BestSimdKernels(), w.type);
-  const bool use_xd = dot_xd != nullptr && dot4_xd != nullptr && xt == DType::kQ8_0;
+  // Many tokens against a type with register-tiled kernels: the tiled path (same bits).
+  const bool tiled =
+      n_tokens >= internal::TiledMinTokens(w.type) && internal::HasTiledKernels(w.type);
+  const bool use_xd = dot_xd != nullptr && dot4_xd != nullptr && xt == DType::kQ8_0 && !tiled;
   const int64_t nb = w.cols / internal::kQK;
   const float* xd = nullptr;
 
@@ -82,6 +86,10 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
     xq = buf;
     xq_stride = *xrow;
     if (use_xd) xd = xd_buf;
+  }
+  if (tiled) {
+    internal::MatMulTiled(w, xq, xq_stride, n_tokens, y, ldy, pool, scratch);
+    return;
   }
 
   // y[t, r] for rows [r0, r1): token tiles outside, row tiles inside, one dot per element.

@@ -22,6 +22,7 @@ struct MatrixView {
 struct MatMulScratch {
   std::vector<uint8_t> xq;
   std::vector<float> xd;  // Q8_0 activations: each block's scale as a float, [n_tokens, blocks]
+  std::vector<uint8_t> xt;  // the tiled path's packed activations (simd_tile.h layout)
 };
 
 // y[t * ldy + r] = dot(W row r, x[t * ldx ...]) for t < n_tokens, r < w.rows.

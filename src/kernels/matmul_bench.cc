@@ -1,5 +1,5 @@
 // Micro-benchmark of MatMul at 2048 x 2048 for F32, F16, Q8_0, Q4_0, Q4_K and Q6_K: matvec
-// (1 token) and batches of 8 and 64 tokens on 1 and 2 threads. Counters: GB/s of weights read
+// (1 token) and batches of 4 to 256 tokens on 1 and 2 threads. Counters: GB/s of weights read
 // (bytes of the matrix per call / time) and GFLOP/s (2 * rows * cols * tokens / time).
 #include <benchmark/benchmark.h>
 
@@ -71,7 +71,7 @@ void BM_MatMul(benchmark::State& state) {
 void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "tokens", "threads"});
   for (int64_t t = 0; t < static_cast<int64_t>(std::size(kTypes)); ++t)
-    for (int64_t tokens : {1, 8, 64})
+    for (int64_t tokens : {1, 4, 8, 16, 64, 256})
       for (int64_t threads : {1, 2}) b->Args({t, tokens, threads});
 }
 

@@ -105,6 +105,33 @@ TEST(MatMul, LargeBatchWithStrides) {
   }
 }
 
+// The tiled path's edges: a partial last group of blocks (23 and 9 blocks of 32), rows that are not
+// a multiple of 4, panels cut by thread chunks, and every token-tile tail (1..3 tokens).
+TEST(MatMul, TiledEdgesMatchSingleRow) {
+  ThreadPool pool(2);
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    const bool k_quant = t == DType::kQ4_K || t == DType::kQ6_K;
+    // K-quant groups are 8 super-blocks of 256: 9 and 3 leave partial groups, 16 none.
+    const std::vector<int64_t> col_list = k_quant ? std::vector<int64_t>{256 * 9, 256 * 3, 256 * 16}
+                                                  : std::vector<int64_t>{32 * 23, 32 * 9, 32 * 48};
+    for (int64_t cols : col_list) {
+      for (int64_t tokens : {4, 5, 6, 7, 10, 11, 13, 17, 18, 19}) {
+        SCOPED_TRACE(std::string(DTypeName(t)) + " cols " + std::to_string(cols) + " tokens " +
+                     std::to_string(tokens));
+        const Matrix m = MakeMatrix(t, 75, cols, static_cast<uint32_t>(cols + tokens));
+        const auto x = RandomFloats(tokens * cols, 11, 3.0f);
+        const auto want = Expected(m.view, x, tokens);
+        MatMulScratch scratch;
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> y(tokens * 75);
+          MatMul(m.view, x.data(), cols, tokens, y.data(), 75, p, &scratch);
+          ExpectSameBits(y, want, "tiled");
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMul, ScratchGrowsAndIsReused) {
   const Matrix m = MakeMatrix(DType::kQ8_0, 16, 64, 1);
   const auto x = RandomFloats(5 * 64, 2);

@@ -158,6 +158,10 @@ void Quantize(DType t, const float* src, void* dst, int64_t n) {
     BestSimdKernels().quantize_q8_0(src, dst, n);
     return;
   }
+  if (t == DType::kQ8_K && BestSimdKernels().quantize_q8_k != nullptr) {
+    BestSimdKernels().quantize_q8_k(src, dst, n);
+    return;
+  }
   f.quantize(src, static_cast<uint8_t*>(dst), n);
 }
 

@@ -50,6 +50,7 @@ struct SimdKernels {
   SimdDot4XdFn dot4_xd_q8_0 = nullptr;
   SimdDot4XdFn dot4_xd_q4_0 = nullptr;
   SimdQuantizeFn quantize_q8_0 = nullptr;  // activation quantizer (x86 AVX semantics)
+  SimdQuantizeFn quantize_q8_k = nullptr;  // K-quant activation quantizer (AVX-512 targets)
 };
 
 // The best target this CPU supports (chosen once, thread-safe).

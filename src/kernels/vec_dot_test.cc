@@ -171,6 +171,36 @@ TEST(VecDot, Q8_0ActivationQuantizerMatchesReferenceOnEveryTarget) {
   }
 }
 
+// SIMD Q8_K activation quantization: same bytes as the reference (ties of |x| of both signs,
+// exact .5 products, all-zero blocks).
+TEST(VecDot, Q8_KActivationQuantizerMatchesReferenceOnEveryTarget) {
+  int tested = 0;
+  for (const auto* k : internal::AllSimdKernels()) {
+    if (k->quantize_q8_k == nullptr) continue;
+    ++tested;
+    for (int64_t blocks : {0, 1, 3, 8}) {
+      const int64_t n = blocks * 256;
+      auto x = RandomFloats(n, 91 + static_cast<uint32_t>(blocks), 5.0f);
+      if (blocks >= 3) {
+        x[256 + 7] = 127.0f;  // |max| tie, the negative first
+        x[256 + 3] = -127.0f;
+        for (int j = 8; j < 256; ++j) x[256 + j] = static_cast<float>(j % 9 - 4) + 0.5f;
+        for (int j = 0; j < 256; ++j) x[512 + j] = 0.0f;
+      }
+      std::vector<uint8_t> want(Bytes(DType::kQ8_K, n));
+      ref::Quantize(DType::kQ8_K, x.data(), want.data(), n);
+      for (int mis = 0; mis < 4; ++mis) {
+        MisalignedBuffer in(x.size() * 4, mis), out(want.size(), 3 - mis);
+        if (!x.empty()) std::memcpy(in.data(), x.data(), x.size() * 4);
+        k->quantize_q8_k(reinterpret_cast<const float*>(in.data()), out.data(), n);
+        ASSERT_EQ(std::vector<uint8_t>(out.data(), out.data() + want.size()), want)
+            << k->target << " blocks=" << blocks << " misalign=" << mis;
+      }
+    }
+  }
+  if (std::string(SimdTargetName()).rfind("AVX3", 0) == 0) EXPECT_GT(tested, 0);
+}
+
 // The four-row kernels (batched MatMul) give each row exactly the single-row reference bits.
 TEST(VecDot, FourRowKernelsMatchReference) {
   int tested = 0;

@@ -146,30 +146,35 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
   Grow(ws_.attn_scratch, per_thread * static_cast<size_t>(n_threads));
   const int64_t group = hp.n_head / hp.n_head_kv;
   const bool tiled_ok = kernels::TiledNumericsApply(hdv);
+  // Each row's heads are cut into n_threads contiguous ranges (threads sharing a KV head stay
+  // few) and the ranges rotate over the threads row by row: a causal prompt's row costs grow
+  // with the position, so contiguous halves of all tasks gave the second of 2 threads 3x the
+  // first's work at pp512. A single row (decode) keeps the plain split.
   auto work = [&](int t, int nt) {
     float* scratch = ws_.attn_scratch.data() + per_thread * static_cast<size_t>(t);
-    const int64_t tasks = n * hp.n_head;
-    const int64_t t0 = tasks * t / nt, t1 = tasks * (t + 1) / nt;
     size_t ci = 0;
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t row = task / hp.n_head, h = task % hp.n_head;
-      while (b.chunks[ci].row0 + b.chunks[ci].n_tokens <= row) ++ci;
-      const SeqChunk& c = b.chunks[ci];
-      kernels::PagedKv pk;
-      pk.k_base = kb;
-      pk.v_base = vb;
-      pk.k_row_stride = kv.k_row_bytes();
-      pk.v_row_stride = kv.v_row_bytes();
-      pk.k_head_offset = (h / group) * hdk;
-      pk.v_head_offset = (h / group) * hdv;
-      pk.dtype = lay.dtype;
-      pk.block_size = lay.block_size;
-      pk.blocks = c.blocks;
-      const int32_t pos = c.pos0 + static_cast<int32_t>(row - c.row0);
-      kernels::AttendOneHead(&ws_.q[static_cast<size_t>(row * qd + h * hdk)], hdk, hdv, kq_scale_,
-                             pk, pos + 1,
-                             &ws_.att[static_cast<size_t>(row * hp.n_head * hdv + h * hdv)],
-                             scratch, tiled_ok && pos < c.tiled_until);
+    for (int64_t row = 0; row < n; ++row) {
+      const int64_t part = (t + row) % nt;
+      const int64_t h0 = hp.n_head * part / nt, h1 = hp.n_head * (part + 1) / nt;
+      for (int64_t h = h0; h < h1; ++h) {
+        while (b.chunks[ci].row0 + b.chunks[ci].n_tokens <= row) ++ci;
+        const SeqChunk& c = b.chunks[ci];
+        kernels::PagedKv pk;
+        pk.k_base = kb;
+        pk.v_base = vb;
+        pk.k_row_stride = kv.k_row_bytes();
+        pk.v_row_stride = kv.v_row_bytes();
+        pk.k_head_offset = (h / group) * hdk;
+        pk.v_head_offset = (h / group) * hdv;
+        pk.dtype = lay.dtype;
+        pk.block_size = lay.block_size;
+        pk.blocks = c.blocks;
+        const int32_t pos = c.pos0 + static_cast<int32_t>(row - c.row0);
+        kernels::AttendOneHead(&ws_.q[static_cast<size_t>(row * qd + h * hdk)], hdk, hdv, kq_scale_,
+                               pk, pos + 1,
+                               &ws_.att[static_cast<size_t>(row * hp.n_head * hdv + h * hdv)],
+                               scratch, tiled_ok && pos < c.tiled_until);
+      }
     }
   };
   // Tiny attention (under ~2^17 multiply-adds: short contexts of small models) runs inline;
