@@ -98,10 +98,12 @@ Status RemoteExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
 Status RemoteExecutor::Run(const Batch& batch, std::vector<float>* logits) {
   ++step_;
   const size_t n_stages = cluster_.plan.stages.size();
-  // Micro-batches: 2 per stage keeps every stage busy while the next one works (a pipeline
-  // of S stages fills after S micro-batches); never more than there are chunks.
+  // Micro-batches: one per stage, so stage s works on micro-batch i while stage s+1 works on
+  // i-1. More would shorten the fill/drain bubble but read every stage's weights once more per
+  // micro-batch: 2 stages x 1 thread, 16 decoding streams (1.1B Q4_0): 73.5 tok/s with 2
+  // micro-batches, 65.0 with 4. Never more than there are chunks.
   const size_t n_chunks = batch.chunks.size();
-  const size_t n_mb = std::max<size_t>(1, std::min(n_chunks, 2 * n_stages));
+  const size_t n_mb = std::max<size_t>(1, std::min(n_chunks, n_stages));
   std::vector<size_t> out_counts;
   size_t chunk = 0;
   for (size_t m = 0; m < n_mb; ++m) {
