@@ -3,7 +3,7 @@
 # Split equivalence (1, 2, 4, 8 stages give the same tokens as one process, f32 links), auth
 # refusal, memory-cap refusal, garbage on a node port, a node without the model file.
 set -u
-SHOAL=$1
+SHOAL=$1 SHARED=${2:-}
 TMP=$(mktemp -d)
 fails=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails+1)); fi; }
@@ -82,6 +82,19 @@ if serve q8.log --nodes "$n1,$n2" --link-dtype q8_0; then
   ask "$TMP/gotq8"; kill -TERM $SPID; wait $SPID
 fi
 check "q8_0 links serve complete answers" '[ $(grep -c "^bad" "$TMP/gotq8") -eq 0 ] && [ $(wc -l < "$TMP/gotq8") -eq 4 ]'
+
+# Perplexity through the pipeline (stories260K, llama-perplexity's method): f32 links equal one
+# process exactly; q8_0 links move it by less than 0.5%.
+if [ -n "$SHARED" ] && [ -f "$SHARED/models/stories260K.gguf" ]; then
+  cp "$SHARED/models/stories260K.gguf" "$TMP/models/"
+  ppl() { "$SHOAL" perplexity -m "$TMP/models/stories260K.gguf" -f "$SHARED/testdata/golden/ppl_story.txt" -c 128 -t 1 "$@" 2>/dev/null | grep -o 'PPL = [0-9.]*' | grep -o '[0-9.]*$'; }
+  p0=$(ppl)
+  p32=$(ppl --nodes "$(node pa1),$(node pa2)" --cluster-key-file "$TMP/key" --link-dtype f32)
+  pq8=$(ppl --nodes "$(node pb1),$(node pb2)" --cluster-key-file "$TMP/key" --link-dtype q8_0)
+  echo "     perplexity: one process $p0, 2 stages f32 links $p32, q8_0 links $pq8"
+  check "perplexity through 2 stages with f32 links equals one process" '[ -n "$p0" ] && [ "$p0" = "$p32" ]'
+  check "q8_0 links change perplexity by < 0.5%" 'python3 -c "import sys; a,b=$p0,$pq8; sys.exit(0 if abs(b-a)/a < 0.005 else 1)"'
+fi
 
 # Security and limits: each failure is a clear error, never a hang or a crash.
 n1=$(node a1)

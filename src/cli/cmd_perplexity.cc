@@ -3,17 +3,46 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "dist/remote_executor.h"
 #include "engine/perplexity.h"
+#include "planner/model_profile.h"
 #include "io/mapped_file.h"
 #include "threading/thread_pool.h"
 
 namespace shoal::cli {
+namespace {
+
+// One sequence of n_ctx tokens over the nodes: plan, assign, and an executor for it.
+Result<std::unique_ptr<Executor>> ConnectPipeline(const gguf::File& file, const std::string& path,
+                                                  const std::string& nodes,
+                                                  const std::string& key_file,
+                                                  const std::string& link, DType kv, int ctx) {
+  if (key_file.empty()) return Errorf("--nodes needs --cluster-key-file");
+  SHOAL_ASSIGN_OR_RETURN(net::ClusterKey key, net::ClusterKey::LoadFile(key_file));
+  dist::ClusterOptions co;
+  co.nodes = SplitList(nodes);
+  const size_t slash = path.find_last_of('/');
+  co.model_file = slash == std::string::npos ? path : path.substr(slash + 1);
+  co.plan.max_num_seqs = 1;
+  co.plan.max_model_len = ctx;
+  co.plan.max_batched_tokens = ctx;
+  co.plan.kv_dtype = kv;
+  SHOAL_ASSIGN_OR_RETURN(co.plan.link_dtype, planner::ParseLinkDType(link));
+  SHOAL_ASSIGN_OR_RETURN(dist::Cluster cl, dist::ConnectAndPlan(co, file, key));
+  std::fprintf(stderr, "%s", planner::FormatPlan(cl.plan).c_str());
+  SHOAL_RETURN_IF_ERROR(dist::AssignLayers(cl, co));
+  SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(file));
+  return std::unique_ptr<Executor>(
+      std::make_unique<dist::RemoteExecutor>(std::move(cl), prof.hp.n_vocab, prof.hp.n_embd));
+}
+
+}  // namespace
 
 void AddPerplexityCommand(CLI::App& app, Runner* runner) {
   auto* cmd = app.add_subcommand(
       "perplexity", "Perplexity of a text, computed like llama.cpp's llama-perplexity");
   struct Args {
-    std::string model, file, kv_type = "f16";
+    std::string model, file, kv_type = "f16", nodes, key_file, link = "f32";
     int ctx = 512, threads = 0;
   };
   auto a = std::make_shared<Args>();
@@ -22,23 +51,35 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("-c,--ctx-size", a->ctx, "Tokens per chunk")->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--kv-type", a->kv_type, "KV cache type: f16 or f32")->capture_default_str();
+  cmd->add_option("--nodes", a->nodes,
+                  "Compute through a pipeline of `shoal node` workers: HOST:PORT,HOST:PORT,...");
+  cmd->add_option("--cluster-key-file", a->key_file, "Cluster key (with --nodes)");
+  cmd->add_option("--link-dtype", a->link, "Activations between stages: f32, f16 or q8_0")
+      ->capture_default_str();
   cmd->callback([=] {
     *runner = [=]() -> int {
       auto text = ReadFileToString(a->file);
       if (!text.ok()) return Fail(text.status());
-      auto b = LoadBundle(a->model, true);
+      auto b = LoadBundle(a->model, a->nodes.empty());
       if (!b.ok()) return Fail(b.status());
       auto kv = ParseKvType(a->kv_type);
       if (!kv.ok()) return Fail(kv.status());
       const auto ids = b->tokenizer->Encode(*text, true, false);
       std::fprintf(stderr, "tokenized %zu bytes into %zu tokens\n", text->size(), ids.size());
-      ThreadPool pool(ResolveThreads(a->threads));
       const int32_t bos = b->tokenizer->add_bos() ? b->tokenizer->bos() : -1;
-      auto r =
-          ComputePerplexity(*b->model, ids, a->ctx, bos, *kv, &pool, [](int32_t c, double ppl) {
-            std::printf("[%d]%.4f,", c + 1, ppl);
-            std::fflush(stdout);
-          });
+      auto progress = [](int32_t c, double ppl) {
+        std::printf("[%d]%.4f,", c + 1, ppl);
+        std::fflush(stdout);
+      };
+      Result<PerplexityResult> r = Errorf("unreachable");
+      if (a->nodes.empty()) {
+        ThreadPool pool(ResolveThreads(a->threads));
+        r = ComputePerplexity(*b->model, ids, a->ctx, bos, *kv, &pool, progress);
+      } else {
+        auto exec = ConnectPipeline(*b->file, a->model, a->nodes, a->key_file, a->link, *kv, a->ctx);
+        if (!exec.ok()) return Fail(exec.status());
+        r = ComputePerplexity(**exec, ids, a->ctx, bos, 16, progress);
+      }
       if (!r.ok()) return Fail(r.status());
       std::printf("\nFinal estimate: PPL = %.4f +/- %.5f (%d chunks of %d tokens, %lld scored)\n",
                   r->ppl, r->stderr_ppl, r->n_chunks, r->n_ctx,

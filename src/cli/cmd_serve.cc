@@ -27,19 +27,6 @@ struct ServeArgs {
   bool dry_run = false;
 };
 
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t c = s.find(',', start);
-    const std::string item = s.substr(start, c == std::string::npos ? std::string::npos : c - start);
-    if (!item.empty()) out.push_back(item);
-    if (c == std::string::npos) break;
-    start = c + 1;
-  }
-  return out;
-}
-
 // The cluster side of `serve --nodes`: connect, plan (printed), and with `assign` load layers.
 Result<dist::Cluster> SetUpCluster(const ServeArgs& a, const EngineConfig& cfg,
                                    const gguf::File& file, bool assign, dist::ClusterOptions* co) {

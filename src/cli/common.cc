@@ -89,4 +89,17 @@ Result<uint64_t> ParseMemSize(const std::string& s, const char* flag) {
   return static_cast<uint64_t>(v * mul);
 }
 
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t c = s.find(',', start);
+    const std::string item = s.substr(start, c == std::string::npos ? std::string::npos : c - start);
+    if (!item.empty()) out.push_back(item);
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  return out;
+}
+
 }  // namespace shoal::cli

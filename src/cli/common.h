@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "gguf/gguf.h"
@@ -37,6 +38,9 @@ void RaiseFileLimit();
 // A memory size: "2G", "512M", "1.5GiB", "1073741824", or a fraction of available memory such
 // as "0.3". `flag` names the option in errors.
 Result<uint64_t> ParseMemSize(const std::string& s, const char* flag);
+
+// "a,b,,c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> SplitList(const std::string& s);
 
 // Threads: 0 means every hardware thread.
 int ResolveThreads(int threads);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/engine.h"
 #include "kvcache/kv_store.h"
 #include "model/model.h"
 #include "threading/thread_pool.h"
@@ -27,6 +28,12 @@ struct PerplexityResult {
 Result<PerplexityResult> ComputePerplexity(Model& model, const std::vector<int32_t>& tokens,
                                            int32_t n_ctx, int32_t bos, DType kv_type,
                                            ThreadPool* pool,
+                                           void (*on_chunk)(int32_t, double) = nullptr);
+
+// The same through any executor (e.g. a pipeline of nodes): chunks use blocks [0, n_ctx /
+// block_size) of the executor's KV pool, overwritten chunk after chunk.
+Result<PerplexityResult> ComputePerplexity(Executor& exec, const std::vector<int32_t>& tokens,
+                                           int32_t n_ctx, int32_t bos, int32_t block_size,
                                            void (*on_chunk)(int32_t, double) = nullptr);
 
 }  // namespace shoal
