@@ -69,12 +69,14 @@ for k in 1 2 4 8; do
   nodes=${nodes#,}
   if serve "c$k.log" --nodes "$nodes" --link-dtype f32; then
     ask "$TMP/got$k"
+    "$SHOAL" status --url "http://127.0.0.1:$PORT" > "$TMP/status$k" 2>&1
     kill -TERM $SPID; wait $SPID
   else
     echo "cluster of $k did not start:"; tail -5 "$TMP/c$k.log"
   fi
   check "$k stage(s), f32 links: same tokens as one process (greedy and seeded)" 'cmp -s "$TMP/want" "$TMP/got$k"'
   check "$k stage(s): the plan was printed with $k stages" '[ $(grep -cE "^ +[0-9]+  s$k-n" "$TMP/c$k.log") -eq $k ]'
+  check "$k stage(s): shoal status lists $k stages" '[ $(grep -cE "^[0-9]+ +s$k-n" "$TMP/status$k") -eq $k ] && grep -q "pipeline" "$TMP/status$k"'
 done
 
 n1=$(node q1); n2=$(node q2)

@@ -141,6 +141,21 @@ int Serve(const ServeArgs& a) {
       auto cl = SetUpCluster(a, cfg, *bundle.file, true, &co);
       if (!cl.ok()) return srv.SetFailed(cl.status());
       const int32_t blocks = cl->n_blocks;
+      nlohmann::json stages = nlohmann::json::array();
+      for (size_t i = 0; i < cl->plan.stages.size(); ++i) {
+        const planner::Stage& st = cl->plan.stages[i];
+        stages.push_back({{"node", st.node_name},
+                          {"address", cl->infos[static_cast<size_t>(st.node)].address},
+                          {"layers", {st.first_layer, st.last_layer}},
+                          {"mem_predicted_bytes", st.mem.total()},
+                          {"mem_limit_bytes", st.mem_limit},
+                          {"decode_ms_per_token", st.time.decode_s * 1e3}});
+      }
+      m.cluster = {{"mode", "pipeline"},
+                   {"link_dtype", std::string(planner::LinkDTypeName(co.plan.link_dtype))},
+                   {"stages", stages},
+                   {"predicted_decode_tokens_per_s", cl->plan.decode_tokens_per_s},
+                   {"predicted_throughput_tokens_per_s", cl->plan.throughput_tokens_per_s}};
       m.engine = std::make_unique<Engine>(
           std::make_unique<dist::RemoteExecutor>(std::move(*cl), hp.n_vocab, hp.n_embd), cfg,
           blocks, m.eog);

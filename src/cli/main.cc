@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   shoal::cli::AddBenchCommand(app, &runner);
   shoal::cli::AddServeCommand(app, &runner);
   shoal::cli::AddNodeCommand(app, &runner);
+  shoal::cli::AddStatusCommand(app, &runner);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

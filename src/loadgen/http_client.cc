@@ -125,44 +125,35 @@ std::string ExceptionMessage(const std::exception_ptr& e) {
 }
 
 // Result<T> has no default constructor, which co_spawn's completion needs.
-struct ModelsReply {
+struct GetReply {
   Status status;
-  std::string id;
+  std::string body;
 };
 
-asio::awaitable<ModelsReply> GetModels(const HttpTarget* target, std::string api_key,
-                                       SteadyTime deadline) {
+// GET <prefix><path>; the body of a 200 answer, else the status and the start of the body.
+asio::awaitable<GetReply> Get(const HttpTarget* target, std::string path, std::string api_key,
+                              SteadyTime deadline) {
   beast::tcp_stream stream(co_await asio::this_coro::executor);
   stream.expires_at(deadline);
   beast::error_code ec;
   co_await stream.async_connect(target->endpoints, asio::redirect_error(kToken, ec));
-  if (ec) co_return ModelsReply{Errorf("connect: {}", ec.message()), {}};
-  http::request<http::empty_body> req{http::verb::get, target->path_prefix + "/v1/models", 11};
+  if (ec) co_return GetReply{Errorf("connect: {}", ec.message()), {}};
+  http::request<http::empty_body> req{http::verb::get, target->path_prefix + path, 11};
   req.set(http::field::host, target->host_header);
   req.set(http::field::user_agent, kUserAgent);
   req.set(http::field::connection, "close");
   if (!api_key.empty()) req.set(http::field::authorization, "Bearer " + api_key);
   co_await http::async_write(stream, req, asio::redirect_error(kToken, ec));
-  if (ec) co_return ModelsReply{Errorf("send: {}", ec.message()), {}};
+  if (ec) co_return GetReply{Errorf("send: {}", ec.message()), {}};
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(kMaxModelsBody);
   co_await http::async_read(stream, buffer, parser, asio::redirect_error(kToken, ec));
-  if (ec) co_return ModelsReply{Errorf("receive: {}", ec.message()), {}};
+  if (ec) co_return GetReply{Errorf("receive: {}", ec.message()), {}};
   const auto& res = parser.get();
   if (res.result_int() != 200)
-    co_return ModelsReply{Errorf("HTTP {}: {:.200}", res.result_int(), std::string(res.body())),
-                          {}};
-  const auto j = nlohmann::json::parse(res.body(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_object()) {
-    auto data = j.find("data");
-    if (data != j.end() && data->is_array() && !data->empty() && data->front().is_object()) {
-      auto id = data->front().find("id");
-      if (id != data->front().end() && id->is_string())
-        co_return ModelsReply{Status::Ok(), id->get<std::string>()};
-    }
-  }
-  co_return ModelsReply{Errorf("no model id in {:.200}", std::string(res.body())), {}};
+    co_return GetReply{Errorf("HTTP {}: {:.200}", res.result_int(), std::string(res.body())), {}};
+  co_return GetReply{Status::Ok(), std::string(res.body())};
 }
 
 }  // namespace
@@ -194,25 +185,38 @@ void StartStreamRequest(asio::io_context& io, std::shared_ptr<const HttpTarget> 
                  });
 }
 
-Result<std::string> FetchFirstModelId(const HttpTarget& target, const std::string& api_key,
-                                      double timeout_s) {
+Result<std::string> HttpGet(const HttpTarget& target, const std::string& path,
+                            const std::string& api_key, double timeout_s) {
   asio::io_context io;
-  Result<std::string> out = Errorf("GET /v1/models did not finish");
+  Result<std::string> out = Errorf("GET {} did not finish", path);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(timeout_s));
-  asio::co_spawn(io, GetModels(&target, api_key, deadline),
-                 [&](std::exception_ptr e, ModelsReply r) {
-                   if (e) {
-                     out = Errorf("internal error: {}", ExceptionMessage(e));
-                   } else if (!r.status.ok()) {
-                     out = r.status;
-                   } else {
-                     out = std::move(r.id);
-                   }
-                 });
+  asio::co_spawn(io, Get(&target, path, api_key, deadline), [&](std::exception_ptr e, GetReply r) {
+    if (e) {
+      out = Errorf("internal error: {}", ExceptionMessage(e));
+    } else if (!r.status.ok()) {
+      out = r.status;
+    } else {
+      out = std::move(r.body);
+    }
+  });
   io.run();
-  if (!out.ok()) return out.status().Annotate("GET /v1/models");
+  if (!out.ok()) return out.status().Annotate("GET " + path);
   return out;
+}
+
+Result<std::string> FetchFirstModelId(const HttpTarget& target, const std::string& api_key,
+                                      double timeout_s) {
+  SHOAL_ASSIGN_OR_RETURN(std::string body, HttpGet(target, "/v1/models", api_key, timeout_s));
+  const auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object()) {
+    auto data = j.find("data");
+    if (data != j.end() && data->is_array() && !data->empty() && data->front().is_object()) {
+      auto id = data->front().find("id");
+      if (id != data->front().end() && id->is_string()) return id->get<std::string>();
+    }
+  }
+  return Errorf("GET /v1/models: no model id in {:.200}", body);
 }
 
 }  // namespace shoal::loadgen

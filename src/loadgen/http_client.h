@@ -43,6 +43,11 @@ struct StreamRequest {
 void StartStreamRequest(boost::asio::io_context& io, std::shared_ptr<const HttpTarget> target,
                         StreamRequest request, std::function<void(RequestResult)> done);
 
+// GET <prefix><path>: the body of a 200 answer (else an error with the status and the start of
+// the body). Blocking, bounded by timeout_s.
+Result<std::string> HttpGet(const HttpTarget& target, const std::string& path,
+                            const std::string& api_key, double timeout_s);
+
 // GET <prefix>/v1/models and return the first model's id (what vLLM's benchmark does when no
 // model is named). Blocking, bounded by timeout_s.
 Result<std::string> FetchFirstModelId(const HttpTarget& target, const std::string& api_key,

@@ -139,12 +139,13 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   }
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
                      path == "/tokenize" || path == "/detokenize" || path == "/v1/models" ||
+                     path == "/v1/cluster" ||
                      path.rfind("/v1/models/", 0) == 0;
   if (!known) {
     SendError(*ex, ApiError::NotFound(path));
     return;
   }
-  const bool is_get = path.rfind("/v1/models", 0) == 0;
+  const bool is_get = path.rfind("/v1/models", 0) == 0 || path == "/v1/cluster";
   if ((is_get && req.method != "GET") || (!is_get && req.method != "POST")) {
     SendError(*ex, ApiError::MethodNotAllowed(req.method, path));
     return;
@@ -159,6 +160,7 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   if (path == "/v1/chat/completions") return HandleGeneration(req, std::move(ex), true);
   if (path == "/tokenize") return HandleTokenize(req, std::move(ex));
   if (path == "/detokenize") return HandleDetokenize(req, std::move(ex));
+  if (path == "/v1/cluster") return HandleCluster(std::move(ex));
   return HandleModels(req, std::move(ex));
 }
 
@@ -177,6 +179,18 @@ void Server::HandleModels(const HttpRequest& req, std::shared_ptr<HttpExchange> 
     return ex->Respond(200, kJson, DumpJson(m));
   }
   ex->Respond(200, kJson, DumpJson(Json{{"object", "list"}, {"data", Json::array({m})}}));
+}
+
+void Server::HandleCluster(std::shared_ptr<HttpExchange> ex) {
+  Json c = model_.cluster.is_null() ? Json{{"mode", "local"}} : model_.cluster;
+  const EngineStats es = loop_->stats();
+  c["model"] = model_.info.name;
+  c["requests_running"] = es.n_running;
+  c["requests_waiting"] = es.n_waiting;
+  c["kv_cache_usage"] = es.kv_usage;
+  c["generation_tokens_total"] = es.generation_tokens_total;
+  c["uptime_s"] = UnixNow() - created_;
+  ex->Respond(200, kJson, DumpJson(c));
 }
 
 void Server::HandleTokenize(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {

@@ -31,7 +31,8 @@ struct ServedModel {
   const Tokenizer* tokenizer = nullptr;  // owned by the caller, outlives the server
   ModelInfo info;
   std::vector<int32_t> eog;
-  nlohmann::json meta;  // extra fields for /v1/models (n_params, n_ctx_train, ...)
+  nlohmann::json meta;     // extra fields for /v1/models (n_params, n_ctx_train, ...)
+  nlohmann::json cluster;  // GET /v1/cluster: the stages (one local stage when not distributed)
 };
 
 class Server {
@@ -57,6 +58,7 @@ class Server {
   void HandleTokenize(const HttpRequest& req, std::shared_ptr<HttpExchange> ex);
   void HandleDetokenize(const HttpRequest& req, std::shared_ptr<HttpExchange> ex);
   void HandleModels(const HttpRequest& req, std::shared_ptr<HttpExchange> ex);
+  void HandleCluster(std::shared_ptr<HttpExchange> ex);
   void OnEvents(std::vector<LoopEvent> events);  // io thread
   void BeginDrain();
   void MaybeFinishDrain();

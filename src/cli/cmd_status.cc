@@ -1,0 +1,67 @@
+// `shoal status --url URL`: a server's pipeline (stages, layers, memory) and load, from
+// GET /v1/cluster, printed as a table (or the JSON with --json).
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "loadgen/http_client.h"
+
+namespace shoal::cli {
+namespace {
+
+struct StatusArgs {
+  std::string url = "http://127.0.0.1:8080", api_key;
+  bool json = false;
+};
+
+int RunStatus(const StatusArgs& a) {
+  auto url = loadgen::ParseUrl(a.url);
+  if (!url.ok()) return Fail(url.status());
+  auto target = loadgen::ResolveTarget(*url);
+  if (!target.ok()) return Fail(target.status());
+  auto body = loadgen::HttpGet(*target, "/v1/cluster", a.api_key, 10.0);
+  if (!body.ok()) return Fail(body.status());
+  nlohmann::json j = nlohmann::json::parse(*body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Fail(Errorf("{}: not a JSON object", a.url));
+  if (a.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model %s, %s, %lld running, %lld waiting, KV %.1f%% used, %lld tokens generated\n",
+              j.value("model", "?").c_str(), j.value("mode", "?").c_str(),
+              static_cast<long long>(j.value("requests_running", 0)),
+              static_cast<long long>(j.value("requests_waiting", 0)),
+              100.0 * j.value("kv_cache_usage", 0.0),
+              static_cast<long long>(j.value("generation_tokens_total", 0)));
+  if (j.contains("stages") && j["stages"].is_array()) {
+    std::printf("links %s; predicted %.1f tokens/s single stream, %.1f full pipeline\n",
+                j.value("link_dtype", "?").c_str(), j.value("predicted_decode_tokens_per_s", 0.0),
+                j.value("predicted_throughput_tokens_per_s", 0.0));
+    std::printf("%-6s %-16s %-22s %-10s %12s %12s\n", "stage", "node", "address", "layers",
+                "mem MiB", "limit MiB");
+    int i = 0;
+    for (const auto& s : j["stages"]) {
+      const auto layers = s.value("layers", nlohmann::json::array({0, 0}));
+      std::printf("%-6d %-16s %-22s [%d, %d)%*s %12.1f %12.1f\n", i++,
+                  s.value("node", "?").c_str(), s.value("address", "?").c_str(),
+                  layers[0].get<int>(), layers[1].get<int>(), 2, "",
+                  s.value("mem_predicted_bytes", 0.0) / 1048576.0,
+                  s.value("mem_limit_bytes", 0.0) / 1048576.0);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddStatusCommand(CLI::App& app, Runner* runner) {
+  auto a = std::make_shared<StatusArgs>();
+  CLI::App* cmd = app.add_subcommand("status", "Show a server's pipeline and load (GET /v1/cluster)");
+  cmd->add_option("--url", a->url, "Server base URL")->capture_default_str();
+  cmd->add_option("--api-key", a->api_key, "API key of the server");
+  cmd->add_flag("--json", a->json, "Print the JSON as it is");
+  cmd->callback([a, runner] { *runner = [a] { return RunStatus(*a); }; });
+}
+
+}  // namespace shoal::cli
