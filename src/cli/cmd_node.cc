@@ -43,9 +43,8 @@ int RunNode(const NodeArgs& a) {
   const planner::NodeInfo& info = (*agent)->info();
   std::fprintf(stderr,
                "shoal node: listening on %s:%u (mem limit %llu MiB, %.1f GB/s, %d threads, %s)\n",
-               o.host.c_str(), (*agent)->port(),
-               static_cast<unsigned long long>(o.mem_limit >> 20), info.mem_bw / 1e9,
-               o.n_threads, info.isa.c_str());
+               o.host.c_str(), (*agent)->port(), static_cast<unsigned long long>(o.mem_limit >> 20),
+               info.mem_bw / 1e9, o.n_threads, info.isa.c_str());
   g_agent = agent->get();
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);
@@ -63,7 +62,8 @@ void AddNodeCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (port 0: pick one)")
       ->capture_default_str();
   cmd->add_option("--mem-limit", a->mem_limit,
-                  "Memory this node may use (e.g. 256M; default 90% of available); assignments that do not fit are refused");
+                  "Memory this node may use (e.g. 256M; default 90% of available); assignments "
+                  "that do not fit are refused");
   cmd->add_option("-t,--threads", a->threads, "Compute threads")->capture_default_str();
   cmd->add_option("--model-dir", a->model_dir, "Folder holding the model files")
       ->capture_default_str();

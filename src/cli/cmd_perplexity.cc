@@ -5,8 +5,8 @@
 #include "cli/common.h"
 #include "dist/remote_executor.h"
 #include "engine/perplexity.h"
-#include "planner/model_profile.h"
 #include "io/mapped_file.h"
+#include "planner/model_profile.h"
 #include "threading/thread_pool.h"
 
 namespace shoal::cli {
@@ -76,7 +76,8 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner) {
         ThreadPool pool(ResolveThreads(a->threads));
         r = ComputePerplexity(*b->model, ids, a->ctx, bos, *kv, &pool, progress);
       } else {
-        auto exec = ConnectPipeline(*b->file, a->model, a->nodes, a->key_file, a->link, *kv, a->ctx);
+        auto exec =
+            ConnectPipeline(*b->file, a->model, a->nodes, a->key_file, a->link, *kv, a->ctx);
         if (!exec.ok()) return Fail(exec.status());
         r = ComputePerplexity(**exec, ids, a->ctx, bos, 16, progress);
       }

@@ -6,8 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "io/mapped_file.h"
 #include "dist/remote_executor.h"
+#include "io/mapped_file.h"
 #include "planner/model_profile.h"
 #include "server/server.h"
 
@@ -99,8 +99,9 @@ int Serve(const ServeArgs& a) {
     if (!b.ok()) return Fail(b.status());
     auto prof = planner::ProfileFromGguf(*b->file);
     if (!prof.ok()) return Fail(prof.status());
-    cfg.n_ctx = a.max_model_len > 0 ? a.max_model_len
-                                    : static_cast<int32_t>(prof->hp.n_ctx_train > 0 ? prof->hp.n_ctx_train : 4096);
+    cfg.n_ctx = a.max_model_len > 0
+                    ? a.max_model_len
+                    : static_cast<int32_t>(prof->hp.n_ctx_train > 0 ? prof->hp.n_ctx_train : 4096);
     dist::ClusterOptions co;
     auto cl = SetUpCluster(a, cfg, *b->file, false, &co);
     return cl.ok() ? 0 : Fail(cl.status());
@@ -120,8 +121,9 @@ int Serve(const ServeArgs& a) {
     auto prof = planner::ProfileFromGguf(*bundle.file);
     if (!prof.ok()) return srv.SetFailed(prof.status());
     const HParams hp = prof->hp;
-    cfg.n_ctx = a.max_model_len > 0 ? a.max_model_len
-                                    : static_cast<int32_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096);
+    cfg.n_ctx = a.max_model_len > 0
+                    ? a.max_model_len
+                    : static_cast<int32_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096);
     if (swap_bytes > 0) {
       auto per_token = planner::KvBytesPerTokenPerLayer(hp, cfg.kv_dtype);
       if (!per_token.ok()) return srv.SetFailed(per_token.status());

@@ -43,10 +43,9 @@ int RunStatus(const StatusArgs& a) {
     int i = 0;
     for (const auto& s : j["stages"]) {
       const auto layers = s.value("layers", nlohmann::json::array({0, 0}));
-      std::printf("%-6d %-16s %-22s [%d, %d)%*s %12.1f %12.1f\n", i++,
-                  s.value("node", "?").c_str(), s.value("address", "?").c_str(),
-                  layers[0].get<int>(), layers[1].get<int>(), 2, "",
-                  s.value("mem_predicted_bytes", 0.0) / 1048576.0,
+      std::printf("%-6d %-16s %-22s [%d, %d)%*s %12.1f %12.1f\n", i++, s.value("node", "?").c_str(),
+                  s.value("address", "?").c_str(), layers[0].get<int>(), layers[1].get<int>(), 2,
+                  "", s.value("mem_predicted_bytes", 0.0) / 1048576.0,
                   s.value("mem_limit_bytes", 0.0) / 1048576.0);
     }
   }
@@ -57,7 +56,8 @@ int RunStatus(const StatusArgs& a) {
 
 void AddStatusCommand(CLI::App& app, Runner* runner) {
   auto a = std::make_shared<StatusArgs>();
-  CLI::App* cmd = app.add_subcommand("status", "Show a server's pipeline and load (GET /v1/cluster)");
+  CLI::App* cmd =
+      app.add_subcommand("status", "Show a server's pipeline and load (GET /v1/cluster)");
   cmd->add_option("--url", a->url, "Server base URL")->capture_default_str();
   cmd->add_option("--api-key", a->api_key, "API key of the server");
   cmd->add_flag("--json", a->json, "Print the JSON as it is");

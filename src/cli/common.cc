@@ -82,10 +82,14 @@ Result<uint64_t> ParseMemSize(const std::string& s, const char* flag) {
     return static_cast<uint64_t>(v * static_cast<double>(avail));
   }
   double mul = 1;
-  if (unit == "K" || unit == "KB" || unit == "KIB") mul = 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MIB") mul = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GIB") mul = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B") return Errorf("{}: unknown unit in '{}'", flag, s);
+  if (unit == "K" || unit == "KB" || unit == "KIB")
+    mul = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB")
+    mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB")
+    mul = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B")
+    return Errorf("{}: unknown unit in '{}'", flag, s);
   return static_cast<uint64_t>(v * mul);
 }
 
@@ -94,7 +98,8 @@ std::vector<std::string> SplitList(const std::string& s) {
   size_t start = 0;
   while (start <= s.size()) {
     const size_t c = s.find(',', start);
-    const std::string item = s.substr(start, c == std::string::npos ? std::string::npos : c - start);
+    const std::string item =
+        s.substr(start, c == std::string::npos ? std::string::npos : c - start);
     if (!item.empty()) out.push_back(item);
     if (c == std::string::npos) break;
     start = c + 1;

@@ -42,7 +42,8 @@ double MatMulFlops(DType t, ThreadPool* pool) {
   for (int i = 0; i < 5; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     kernels::MatMul(mv, x.data(), cols, tokens, y.data(), rows, pool, &scratch);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return 2.0 * rows * cols * tokens / std::max(best, 1e-9);
 }
@@ -193,31 +194,32 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
 }
 
 Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<net::Conn>& from) {
-  if (model) return Errorf("this node already serves layers [{}, {})", model->first_layer(),
-                           model->last_layer());
+  if (model)
+    return Errorf("this node already serves layers [{}, {})", model->first_layer(),
+                  model->last_layer());
   const std::string& f = a.model_file;
   if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
       f == "." || f == "..")
     return Errorf("model file '{}' must be a plain file name inside --model-dir", f);
   SHOAL_ASSIGN_OR_RETURN(auto gf, gguf::File::Open(opts.model_dir + "/" + f));
   SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(*gf));
-  if (a.last_layer > prof.hp.n_layer) return Errorf("layer range beyond the model's {} layers", prof.hp.n_layer);
+  if (a.last_layer > prof.hp.n_layer)
+    return Errorf("layer range beyond the model's {} layers", prof.hp.n_layer);
   const planner::StageMemory need =
       planner::EstimateStageMemory(prof, info, a.config, a.first_layer, a.last_layer);
   if (opts.mem_limit > 0 && need.total() > opts.mem_limit)
-    return Errorf("layers [{}, {}) need {} MiB (weights {}, kv {}, buffers {}), over the {} MiB "
-                  "limit by {} MiB",
-                  a.first_layer, a.last_layer, need.total() >> 20, need.weights >> 20,
-                  need.kv >> 20, need.buffers >> 20, opts.mem_limit >> 20,
-                  (need.total() - opts.mem_limit) >> 20);
+    return Errorf(
+        "layers [{}, {}) need {} MiB (weights {}, kv {}, buffers {}), over the {} MiB "
+        "limit by {} MiB",
+        a.first_layer, a.last_layer, need.total() >> 20, need.weights >> 20, need.kv >> 20,
+        need.buffers >> 20, opts.mem_limit >> 20, (need.total() - opts.mem_limit) >> 20);
   SHOAL_ASSIGN_OR_RETURN(auto mdl, Model::Load(*gf, LoadOptions{a.first_layer, a.last_layer}));
-  SHOAL_ASSIGN_OR_RETURN(
-      KvStore store,
-      KvStore::Create(mdl->MakeKvLayout(a.n_blocks, a.config.block_size, a.config.kv_dtype)));
+  SHOAL_ASSIGN_OR_RETURN(KvStore store, KvStore::Create(mdl->MakeKvLayout(
+                                            a.n_blocks, a.config.block_size, a.config.kv_dtype)));
   std::shared_ptr<net::Conn> down;
   if (!a.next_host.empty()) {
-    SHOAL_ASSIGN_OR_RETURN(auto c, net::ConnectAuthenticated(a.next_host, a.next_port, key,
-                                                             kConnectTimeoutMs));
+    SHOAL_ASSIGN_OR_RETURN(
+        auto c, net::ConnectAuthenticated(a.next_host, a.next_port, key, kConnectTimeoutMs));
     down = std::shared_ptr<net::Conn>(std::move(c));
     // The downstream node greets every link with its node info; read and drop it.
     auto j = down->Recv(kConnectTimeoutMs);

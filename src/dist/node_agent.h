@@ -16,12 +16,12 @@ namespace shoal::dist {
 
 struct NodeOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 0;          // 0: ephemeral (see NodeAgent::port)
-  uint64_t mem_limit = 0;     // 0: no limit
+  uint16_t port = 0;       // 0: ephemeral (see NodeAgent::port)
+  uint64_t mem_limit = 0;  // 0: no limit
   int n_threads = 1;
   std::string model_dir = ".";
-  std::string name;           // default: host:port
-  bool measure = true;        // probe bandwidth and matmul speed at start
+  std::string name;     // default: host:port
+  bool measure = true;  // probe bandwidth and matmul speed at start
 };
 
 class NodeAgent {

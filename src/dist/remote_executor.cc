@@ -19,7 +19,8 @@ Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& s) {
   const int port = std::atoi(s.c_str() + c + 1);
   if (port <= 0 || port > 65535) return Errorf("bad port in '{}'", s);
   std::string host = s.substr(0, c);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
@@ -40,8 +41,8 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
   Cluster cl;
   for (const std::string& addr : opts.nodes) {
     SHOAL_ASSIGN_OR_RETURN(auto hp, SplitHostPort(addr));
-    SHOAL_ASSIGN_OR_RETURN(auto c, net::ConnectAuthenticated(hp.first, hp.second, key,
-                                                             opts.connect_timeout_ms));
+    SHOAL_ASSIGN_OR_RETURN(
+        auto c, net::ConnectAuthenticated(hp.first, hp.second, key, opts.connect_timeout_ms));
     std::shared_ptr<net::Conn> conn(std::move(c));
     SHOAL_ASSIGN_OR_RETURN(net::Frame j, RecvControl(*conn, opts.connect_timeout_ms, addr));
     SHOAL_ASSIGN_OR_RETURN(std::string json, DecodeJoin(j.payload));
@@ -139,7 +140,8 @@ Status RemoteExecutor::Run(const Batch& batch, std::vector<float>* logits) {
     for (;;) {
       auto f = last.Recv(kStepTimeoutMs);
       if (!f.ok()) return f.status().Annotate("last stage");
-      if (!*f) return Errorf("step {}: no result from the last stage in {} ms", step_, kStepTimeoutMs);
+      if (!*f)
+        return Errorf("step {}: no result from the last stage in {} ms", step_, kStepTimeoutMs);
       if ((*f)->type != net::MsgType::kStepResult) continue;  // e.g. a heartbeat
       if ((*f)->tag.step != step_ || (*f)->tag.request_id != m)
         return Errorf("step {}: result out of order (step {}, micro-batch {})", step_,

@@ -40,8 +40,9 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
 Status AssignLayers(Cluster& cluster, const ClusterOptions& opts);
 
 // Streams a step's batch through the stages: the batch is cut into micro-batches of whole
-// chunks (one per stage), all sent to stage 0 at once, so that stage s works on micro-batch i while stage s+1
-// works on i-1; the last stage returns logits. Block copies ride on the first micro-batch.
+// chunks (one per stage), all sent to stage 0 at once, so that stage s works on micro-batch i while
+// stage s+1 works on i-1; the last stage returns logits. Block copies ride on the first
+// micro-batch.
 class RemoteExecutor final : public Executor {
  public:
   RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd);

@@ -191,8 +191,7 @@ Status DecodeStepWork(std::span<const uint8_t> payload, int64_t n_embd, StepWork
     uint32_t f[5] = {};
     SHOAL_RETURN_IF_ERROR(r.U64(&id, "seq id"));
     for (uint32_t& x : f) SHOAL_RETURN_IF_ERROR(r.U32(&x, "chunk field"));
-    if (f[0] != next_row || f[1] == 0 || f[1] > kMaxRows || f[2] > (1u << 30) ||
-        f[3] > (1u << 30))
+    if (f[0] != next_row || f[1] == 0 || f[1] > kMaxRows || f[2] > (1u << 30) || f[3] > (1u << 30))
       return Errorf("chunk {} has a bad layout", i);
     auto& blocks = w->block_storage[i];
     if (f[4] > kMaxBlocks) return Errorf("chunk {}: too many blocks", i);
@@ -253,8 +252,7 @@ Status DecodeLogits(std::span<const uint8_t> payload, size_t expected, std::vect
   ByteReader r(payload);
   SHOAL_RETURN_IF_ERROR(r.F32Array(out, 1u << 30, "logits"));
   SHOAL_RETURN_IF_ERROR(r.ExpectEnd());
-  if (out->size() != expected)
-    return Errorf("expected {} logits, got {}", expected, out->size());
+  if (out->size() != expected) return Errorf("expected {} logits, got {}", expected, out->size());
   return Status::Ok();
 }
 

@@ -53,8 +53,8 @@ struct StepWork {
 };
 
 // Caps on decoded sizes (a malformed or hostile frame fails instead of allocating).
-inline constexpr uint32_t kMaxRows = 1u << 20;     // tokens in one micro-batch
-inline constexpr uint32_t kMaxBlocks = 1u << 24;   // block ids per table
+inline constexpr uint32_t kMaxRows = 1u << 20;    // tokens in one micro-batch
+inline constexpr uint32_t kMaxBlocks = 1u << 24;  // block ids per table
 inline constexpr uint32_t kMaxCopies = 1u << 20;
 
 // Appends the work to `out`; hidden rows are sent as `link` (f32, f16 or q8_0).

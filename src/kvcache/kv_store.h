@@ -32,12 +32,8 @@ class KvStore {
   uint64_t k_row_bytes() const { return k_row_bytes_; }
   uint64_t v_row_bytes() const { return v_row_bytes_; }
   // Base of layer l's K rows: row of (block b, slot s) is at base + (b * block_size + s) * stride.
-  uint8_t* KBase(int32_t layer) {
-    return k_.get() + static_cast<uint64_t>(layer) * k_layer_bytes_;
-  }
-  uint8_t* VBase(int32_t layer) {
-    return v_.get() + static_cast<uint64_t>(layer) * v_layer_bytes_;
-  }
+  uint8_t* KBase(int32_t layer) { return k_.get() + static_cast<uint64_t>(layer) * k_layer_bytes_; }
+  uint8_t* VBase(int32_t layer) { return v_.get() + static_cast<uint64_t>(layer) * v_layer_bytes_; }
   const uint8_t* KBase(int32_t layer) const {
     return k_.get() + static_cast<uint64_t>(layer) * k_layer_bytes_;
   }

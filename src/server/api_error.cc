@@ -10,7 +10,8 @@ std::string ApiError::ToJson() const {
                       {"type", type},
                       {"param", param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param)},
                       {"code", code.empty() ? nlohmann::json(nullptr) : nlohmann::json(code)}};
-  return nlohmann::json{{"error", e}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return nlohmann::json{{"error", e}}.dump(-1, ' ', false,
+                                           nlohmann::json::error_handler_t::replace);
 }
 
 ApiError ApiError::BadRequest(std::string message, std::string param, std::string code) {

@@ -71,9 +71,8 @@ void EngineLoop::Run() {
     std::vector<uint64_t> cancels;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] {
-        return stop_ || !submits_.empty() || !cancels_.empty() || !engine_->idle();
-      });
+      cv_.wait(lk,
+               [&] { return stop_ || !submits_.empty() || !cancels_.empty() || !engine_->idle(); });
       if (stop_) return;
       submits.swap(submits_);
       cancels.swap(cancels_);

@@ -19,8 +19,8 @@ namespace shoal::server {
 // What the loop reports about a submission (ticket = the caller's handle).
 struct LoopEvent {
   uint64_t ticket = 0;
-  Status error;             // !ok: the engine refused the request (no further events)
-  TokenEvent token;         // valid when error is ok
+  Status error;               // !ok: the engine refused the request (no further events)
+  TokenEvent token;           // valid when error is ok
   int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache (first event)
 };
 

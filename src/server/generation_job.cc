@@ -89,14 +89,15 @@ void GenerationJob::StartStreamIfNeeded() {
   if (req_.chat) {
     // vLLM and OpenAI open every choice with the assistant role.
     for (size_t c = 0; c < choices_.size(); ++c) {
-      Json chunk = {{"id", id_},
-                    {"object", "chat.completion.chunk"},
-                    {"created", created_},
-                    {"model", req_.model},
-                    {"choices", Json::array({Json{{"index", c},
-                                                  {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                                  {"logprobs", nullptr},
-                                                  {"finish_reason", nullptr}}})}};
+      Json chunk = {
+          {"id", id_},
+          {"object", "chat.completion.chunk"},
+          {"created", created_},
+          {"model", req_.model},
+          {"choices", Json::array({Json{{"index", c},
+                                        {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                        {"logprobs", nullptr},
+                                        {"finish_reason", nullptr}}})}};
       ex_->Write("data: " + DumpJson(chunk) + "\n\n");
     }
   } else if (req_.echo) {
@@ -117,8 +118,8 @@ std::string GenerationJob::LogprobsJson(const std::vector<LogprobEntry>& lps,
         const std::string s = TokenText(id);
         top.push_back({{"token", s}, {"logprob", lp}, {"bytes", BytesOf(s)}});
       }
-      content.push_back({{"token", t}, {"logprob", e.logprob}, {"bytes", BytesOf(t)},
-                         {"top_logprobs", top}});
+      content.push_back(
+          {{"token", t}, {"logprob", e.logprob}, {"bytes", BytesOf(t)}, {"top_logprobs", top}});
     }
     return DumpJson(Json{{"content", content}});
   }
@@ -224,7 +225,8 @@ bool GenerationJob::OnEvent(const LoopEvent& e) {
     if (e.token.finish == FinishReason::kNone) {
       bool all = true;
       for (int32_t j = 0; j < req_.n; ++j)
-        all = all && !choices_[p * static_cast<size_t>(req_.n) + static_cast<size_t>(j)]->finish.empty();
+        all = all &&
+              !choices_[p * static_cast<size_t>(req_.n) + static_cast<size_t>(j)]->finish.empty();
       if (all) ctx_.cancel(e.ticket);
     }
   }
@@ -301,12 +303,9 @@ void GenerationJob::Complete() {
     j["finish_reason"] = ch.finish;
     choices.push_back(std::move(j));
   }
-  Json body = {{"id", id_},
-               {"object", req_.chat ? "chat.completion" : "text_completion"},
-               {"created", created_},
-               {"model", req_.model},
-               {"choices", choices},
-               {"usage", usage}};
+  Json body = {{"id", id_},           {"object", req_.chat ? "chat.completion" : "text_completion"},
+               {"created", created_}, {"model", req_.model},
+               {"choices", choices},  {"usage", usage}};
   ex_->Respond(200, "application/json", DumpJson(body));
 }
 

@@ -47,9 +47,9 @@ using HttpHandler = std::function<void(const HttpRequest&, std::shared_ptr<HttpE
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                   // 0: an ephemeral port (see HttpServer::port())
+  int port = 8080;                    // 0: an ephemeral port (see HttpServer::port())
   uint64_t max_body_bytes = 8 << 20;  // larger bodies get 413 (8 MiB holds a 1M-token prompt)
-  int idle_timeout_s = 120;           // a keep-alive connection with no request for this long closes
+  int idle_timeout_s = 120;  // a keep-alive connection with no request for this long closes
 };
 
 class HttpServer {

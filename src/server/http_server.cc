@@ -1,14 +1,16 @@
 // HttpServer on Boost.Beast: one io_context thread, a session per connection, raw chunked
 // writes for streams. Nothing here throws out: Asio errors arrive as error codes.
+// clang-format off
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange without it
+// clang-format on
 #include <algorithm>
 #include <atomic>
-#include <optional>
-#include <utility>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <deque>
+#include <optional>
 
 #include "base/log.h"
 #include "server/http.h"
@@ -68,7 +70,8 @@ class Session;
 
 class Exchange final : public HttpExchange {
  public:
-  Exchange(std::shared_ptr<Session> s, bool keep_alive) : s_(std::move(s)), keep_alive_(keep_alive) {}
+  Exchange(std::shared_ptr<Session> s, bool keep_alive)
+      : s_(std::move(s)), keep_alive_(keep_alive) {}
   void Respond(int status, const std::string& content_type, std::string body,
                const Headers& extra) override;
   void StartStream(int status, const std::string& content_type) override;
@@ -118,15 +121,16 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(srv_->opts.max_body_bytes);
     parser_->header_limit(64 * 1024);  // 64 KiB of headers: far above any real client's
     stream_.expires_after(std::chrono::seconds(srv_->opts.idle_timeout_s));
-    http::async_read(stream_, buf_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+    http::async_read(
+        stream_, buf_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
     stream_.expires_never();
     if (ec == http::error::body_limit) {
-      Reject(413, "request body larger than " + std::to_string(srv_->opts.max_body_bytes) +
-                      " bytes");
+      Reject(413,
+             "request body larger than " + std::to_string(srv_->opts.max_body_bytes) + " bytes");
       return;
     }
     if (ec == http::error::header_limit) {
@@ -135,8 +139,8 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec) {
       // EOF, timeout, reset: just close. A malformed request gets a 400 first.
-      if (ec.category() == http::make_error_code(http::error::end_of_stream).category() && ec != http::error::end_of_stream &&
-          ec != http::error::partial_message) {
+      if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
+          ec != http::error::end_of_stream && ec != http::error::partial_message) {
         Reject(400, "malformed HTTP request: " + ec.message());
         return;
       }
@@ -153,7 +157,10 @@ class Session : public std::enable_shared_from_this<Session> {
       target.resize(q);
     }
     req.target = std::move(target);
-    for (const auto& f : msg) req.headers.emplace_back(Lower(std::string_view(f.name_string().data(), f.name_string().size())), std::string(f.value()));
+    for (const auto& f : msg)
+      req.headers.emplace_back(
+          Lower(std::string_view(f.name_string().data(), f.name_string().size())),
+          std::string(f.value()));
     req.body = std::move(parser_->get().body());
     const bool keep_alive = msg.keep_alive();
     exchange_ = std::make_shared<Exchange>(shared_from_this(), keep_alive);
@@ -189,10 +196,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void DoWrite() {
     writing_ = true;
-    asio::async_write(stream_, asio::buffer(queue_.front()),
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                        self->OnWrite(ec);
-                      });
+    asio::async_write(
+        stream_, asio::buffer(queue_.front()),
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
   }
 
   void OnWrite(beast::error_code ec) {

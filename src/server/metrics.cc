@@ -16,8 +16,7 @@ void Histogram::Observe(double v) {
   ++count_;
 }
 
-void Histogram::Render(const std::string& name, const std::string& labels,
-                       std::string* out) const {
+void Histogram::Render(const std::string& name, const std::string& labels, std::string* out) const {
   int64_t cum = 0;
   for (size_t i = 0; i <= bounds_.size(); ++i) {
     cum += counts_[i];
@@ -31,12 +30,12 @@ void Histogram::Render(const std::string& name, const std::string& labels,
 // Bucket bounds (seconds) are vLLM's, so percentile panels line up with vLLM deployments.
 Metrics::Metrics(std::string model_name)
     : model_(std::move(model_name)),
-      ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-             10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
+      ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+             1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
       itl_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
             20.0, 40.0, 80.0}),
-      e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-            240.0, 480.0, 960.0, 1920.0, 7680.0}) {
+      e2e_({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+            30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}) {
   for (const char* r : {"stop", "length", "abort"}) success_[r] = 0;
 }
 
@@ -89,8 +88,8 @@ std::string Metrics::Render(const EngineStats& es, int64_t waiting_extra) const 
   sample("vllm:generation_tokens_total", generation_tokens_);
   family("vllm:request_success_total", "counter", "Count of successfully processed requests.");
   for (const auto& [reason, n] : success_)
-    out += fmt::format("vllm:request_success_total{{finished_reason=\"{}\",{}}} {}\n", reason, lab,
-                       n);
+    out +=
+        fmt::format("vllm:request_success_total{{finished_reason=\"{}\",{}}} {}\n", reason, lab, n);
   family("vllm:num_preemptions_total", "counter", "Cumulative number of preemptions.");
   sample("vllm:num_preemptions_total", es.preemptions_total);
   family("vllm:prefix_cache_queries_total", "counter",

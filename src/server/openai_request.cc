@@ -7,11 +7,11 @@ namespace shoal::server {
 
 namespace {
 
-#define API_TRY(expr)                                    \
-  ({                                                     \
-    auto _r = (expr);                                    \
+#define API_TRY(expr)                                                 \
+  ({                                                                  \
+    auto _r = (expr);                                                 \
     if (!_r.ok()) return ApiError::BadRequest(_r.status().message()); \
-    std::move(_r).value();                               \
+    std::move(_r).value();                                            \
   })
 
 std::optional<ApiError> ParseMessages(const Json& body, const ModelInfo& model,
@@ -76,7 +76,8 @@ std::optional<ApiError> ParsePrompt(const Json& body, const ModelInfo& model,
   auto add_ids = [&](const Json& arr) -> std::optional<ApiError> {
     std::vector<int32_t> ids;
     for (const Json& e : arr) {
-      if (!e.is_number_integer()) return ApiError::BadRequest("token ids must be integers", "prompt");
+      if (!e.is_number_integer())
+        return ApiError::BadRequest("token ids must be integers", "prompt");
       const int64_t v = e.get<int64_t>();
       if (v < 0 || v >= n_vocab)
         return ApiError::BadRequest("token id " + std::to_string(v) + " is out of range", "prompt");
@@ -131,19 +132,22 @@ std::optional<ApiError> ParseGenerationRequest(const Json& body, bool chat, cons
   sp.min_p = 0.0f;
   sp.repeat_penalty = 1.0f;
   sp.repeat_last_n = -1;  // penalties see the whole history, as in vLLM
-  if (auto v = API_TRY(GetNumber(body, "temperature", 0.0, 2.0))) sp.temperature = static_cast<float>(*v);
+  if (auto v = API_TRY(GetNumber(body, "temperature", 0.0, 2.0)))
+    sp.temperature = static_cast<float>(*v);
   if (auto v = API_TRY(GetNumber(body, "top_p", 0.0, 1.0))) {
     if (*v <= 0.0) return ApiError::BadRequest("'top_p' must be in (0, 1]", "top_p");
     sp.top_p = static_cast<float>(*v);
   }
-  if (auto v = API_TRY(GetInt(body, "top_k", -1, 1 << 24))) sp.top_k = static_cast<int>(*v <= 0 ? 0 : *v);
+  if (auto v = API_TRY(GetInt(body, "top_k", -1, 1 << 24)))
+    sp.top_k = static_cast<int>(*v <= 0 ? 0 : *v);
   if (auto v = API_TRY(GetNumber(body, "min_p", 0.0, 1.0))) sp.min_p = static_cast<float>(*v);
   if (auto v = API_TRY(GetNumber(body, "presence_penalty", -2.0, 2.0)))
     sp.presence_penalty = static_cast<float>(*v);
   if (auto v = API_TRY(GetNumber(body, "frequency_penalty", -2.0, 2.0)))
     sp.frequency_penalty = static_cast<float>(*v);
   if (auto v = API_TRY(GetNumber(body, "repetition_penalty", 0.0, 100.0))) {
-    if (*v <= 0.0) return ApiError::BadRequest("'repetition_penalty' must be > 0", "repetition_penalty");
+    if (*v <= 0.0)
+      return ApiError::BadRequest("'repetition_penalty' must be > 0", "repetition_penalty");
     sp.repeat_penalty = static_cast<float>(*v);
   }
   if (auto v = API_TRY(GetInt(body, "seed", INT64_MIN, INT64_MAX))) {
@@ -166,8 +170,10 @@ std::optional<ApiError> ParseGenerationRequest(const Json& body, bool chat, cons
     if (auto v = API_TRY(GetInt(body, "max_completion_tokens", 1, INT32_MAX))) max_tokens = v;
     const auto lp = API_TRY(GetBool(body, "logprobs"));
     const auto top = API_TRY(GetInt(body, "top_logprobs", 0, kMaxTopLogprobs));
-    if (lp.value_or(false)) out->logprobs = static_cast<int32_t>(top.value_or(0));
-    else if (top) return ApiError::BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    if (lp.value_or(false))
+      out->logprobs = static_cast<int32_t>(top.value_or(0));
+    else if (top)
+      return ApiError::BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs");
     if (auto e = ParseMessages(body, model, out)) return e;
   } else {
     if (auto v = API_TRY(GetInt(body, "logprobs", 0, kMaxTopLogprobs)))
@@ -188,9 +194,10 @@ std::optional<ApiError> ParseGenerationRequest(const Json& body, bool chat, cons
   if (static_cast<int64_t>(longest) + want > model.max_model_len) {
     return ApiError::BadRequest(
         "This model's maximum context length is " + std::to_string(model.max_model_len) +
-            " tokens. However, you requested " + std::to_string(static_cast<int64_t>(longest) + want) +
-            " tokens (" + std::to_string(longest) + " in the " + (chat ? "messages" : "prompt") +
-            ", " + std::to_string(want) + " in the completion). Please reduce the length.",
+            " tokens. However, you requested " +
+            std::to_string(static_cast<int64_t>(longest) + want) + " tokens (" +
+            std::to_string(longest) + " in the " + (chat ? "messages" : "prompt") + ", " +
+            std::to_string(want) + " in the completion). Please reduce the length.",
         chat ? "messages" : "prompt", "context_length_exceeded");
   }
   sp.max_tokens = static_cast<int>(want);

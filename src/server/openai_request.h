@@ -17,16 +17,16 @@ namespace shoal::server {
 
 // What request parsing needs to know about the served model.
 struct ModelInfo {
-  std::string name;            // --served-model-name (or the file name)
-  int32_t max_model_len = 0;   // prompt + generated tokens per sequence
+  std::string name;           // --served-model-name (or the file name)
+  int32_t max_model_len = 0;  // prompt + generated tokens per sequence
   const Tokenizer* tokenizer = nullptr;
   std::optional<ChatTemplateKind> chat_template;  // nullopt: chat requests get a 400
 };
 
 // Limits on request fields (OpenAI's documented ranges where it has them).
-inline constexpr int32_t kMaxChoices = 16;       // n: each choice holds its own KV blocks
-inline constexpr int32_t kMaxTopLogprobs = 20;   // OpenAI's limit
-inline constexpr size_t kMaxStopStrings = 16;    // OpenAI allows 4; vLLM more
+inline constexpr int32_t kMaxChoices = 16;      // n: each choice holds its own KV blocks
+inline constexpr int32_t kMaxTopLogprobs = 20;  // OpenAI's limit
+inline constexpr size_t kMaxStopStrings = 16;   // OpenAI allows 4; vLLM more
 inline constexpr size_t kMaxPromptsPerRequest = 256;
 
 struct GenerationRequest {

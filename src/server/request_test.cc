@@ -12,8 +12,8 @@ namespace {
 
 TEST(ParseJsonObject, RejectsBadInputWithoutThrowing) {
   EXPECT_TRUE(ParseJsonObject(R"({"a": 1})").ok());
-  EXPECT_FALSE(ParseJsonObject("[1, 2]").ok());             // not an object
-  EXPECT_FALSE(ParseJsonObject(R"({"a": )").ok());          // truncated
+  EXPECT_FALSE(ParseJsonObject("[1, 2]").ok());                 // not an object
+  EXPECT_FALSE(ParseJsonObject(R"({"a": )").ok());              // truncated
   EXPECT_FALSE(ParseJsonObject("{\"a\": \"\xff\xfe\"}").ok());  // invalid UTF-8
   std::string deep = "{\"a\":" + std::string(65, '[') + std::string(65, ']') + "}";
   EXPECT_FALSE(ParseJsonObject(deep).ok());
@@ -83,7 +83,8 @@ TEST_F(RequestTest, FieldsAreReadAndRangeChecked) {
   GenerationRequest g;
   ASSERT_FALSE(Parse(R"({"prompt": "x", "max_tokens": 5, "temperature": 0, "top_k": 7, "n": 3,
     "seed": 9, "stop": ["a", "b"], "logprobs": 2, "stream": true, "echo": true,
-    "stream_options": {"include_usage": true}, "some_unknown_field": {"x": 1}})", false, &g));
+    "stream_options": {"include_usage": true}, "some_unknown_field": {"x": 1}})",
+                     false, &g));
   EXPECT_EQ(g.sampling.max_tokens, 5);
   EXPECT_TRUE(g.sampling.greedy());
   EXPECT_EQ(g.sampling.top_k, 7);
@@ -92,11 +93,12 @@ TEST_F(RequestTest, FieldsAreReadAndRangeChecked) {
   EXPECT_EQ(g.sampling.stop.size(), 2u);
   EXPECT_EQ(g.logprobs, 2);
   EXPECT_TRUE(g.stream && g.include_usage && g.echo);
-  for (const char* bad : {R"({"prompt": "x", "temperature": 2.5})", R"({"prompt": "x", "top_p": 0})",
-                          R"({"prompt": "x", "n": 0})", R"({"prompt": "x", "n": 17})",
-                          R"({"prompt": "x", "logprobs": 21})", R"({"prompt": "x", "max_tokens": 0})",
-                          R"({"prompt": "x", "stream": "yes"})", R"({"prompt": 5})",
-                          R"({"prompt": [100000]})", R"({"prompt": []})", R"({})"}) {
+  for (const char* bad :
+       {R"({"prompt": "x", "temperature": 2.5})", R"({"prompt": "x", "top_p": 0})",
+        R"({"prompt": "x", "n": 0})", R"({"prompt": "x", "n": 17})",
+        R"({"prompt": "x", "logprobs": 21})", R"({"prompt": "x", "max_tokens": 0})",
+        R"({"prompt": "x", "stream": "yes"})", R"({"prompt": 5})", R"({"prompt": [100000]})",
+        R"({"prompt": []})", R"({})"}) {
     auto e = Parse(bad, false, &g);
     ASSERT_TRUE(e.has_value()) << bad;
     EXPECT_EQ(e->status, 400) << bad;
@@ -130,15 +132,17 @@ TEST_F(RequestTest, ChatMessagesUseTheTemplate) {
   GenerationRequest g;
   ASSERT_FALSE(Parse(R"({"messages": [{"role": "developer", "content": "Be brief."},
     {"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "max_tokens": 2,
-    "logprobs": true, "top_logprobs": 3})", true, &g));
-  const std::string want = ApplyChatTemplate(
-      ChatTemplateKind::kChatML, {{"system", "Be brief."}, {"user", "Hi"}}, true);
+    "logprobs": true, "top_logprobs": 3})",
+                     true, &g));
+  const std::string want =
+      ApplyChatTemplate(ChatTemplateKind::kChatML, {{"system", "Be brief."}, {"user", "Hi"}}, true);
   EXPECT_EQ(g.prompt_texts[0], want);
   EXPECT_EQ(g.prompts[0], tok_->Encode(want, true, true));
   EXPECT_EQ(g.logprobs, 3);
-  for (const char* bad : {R"({"messages": []})", R"({"messages": [{"role": "wizard", "content": "x"}]})",
-                          R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
-                          R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"})
+  for (const char* bad :
+       {R"({"messages": []})", R"({"messages": [{"role": "wizard", "content": "x"}]})",
+        R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+        R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"})
     EXPECT_TRUE(Parse(bad, true, &g).has_value()) << bad;
   info_.chat_template.reset();
   EXPECT_TRUE(Parse(R"({"messages": [{"role": "user", "content": "x"}]})", true, &g).has_value());

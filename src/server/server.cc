@@ -20,8 +20,8 @@ int64_t UnixNow() {
 // Constant-time comparison, so the key cannot be guessed byte by byte from response timing.
 bool SameKey(const std::string& a, const std::string& b) {
   unsigned diff = a.size() == b.size() ? 0u : 1u;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i]) ^
-                                               static_cast<unsigned char>(i < b.size() ? b[i] : 0);
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(i < b.size() ? b[i] : 0);
   return diff == 0;
 }
 
@@ -29,9 +29,8 @@ bool SameKey(const std::string& a, const std::string& b) {
 
 Server::Server(ServerConfig cfg) : cfg_(std::move(cfg)) {
   http_ = std::make_unique<HttpServer>(
-      cfg_.http, [this](const HttpRequest& r, std::shared_ptr<HttpExchange> ex) {
-        Handle(r, std::move(ex));
-      });
+      cfg_.http,
+      [this](const HttpRequest& r, std::shared_ptr<HttpExchange> ex) { Handle(r, std::move(ex)); });
   metrics_ = std::make_unique<Metrics>(cfg_.served_model_name);
   created_ = UnixNow();
 }
@@ -118,8 +117,7 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
     if (ready_) {
       ex->Respond(200, kJson, R"({"status":"ok"})");
     } else {
-      ex->Respond(503, kJson,
-                  draining_ ? R"({"status":"draining"})" : R"({"status":"loading"})");
+      ex->Respond(503, kJson, draining_ ? R"({"status":"draining"})" : R"({"status":"loading"})");
     }
     return;
   }
@@ -139,8 +137,7 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   }
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
                      path == "/tokenize" || path == "/detokenize" || path == "/v1/models" ||
-                     path == "/v1/cluster" ||
-                     path.rfind("/v1/models/", 0) == 0;
+                     path == "/v1/cluster" || path.rfind("/v1/models/", 0) == 0;
   if (!known) {
     SendError(*ex, ApiError::NotFound(path));
     return;
@@ -151,8 +148,9 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
     return;
   }
   if (!ready_) {
-    SendError(*ex, ApiError::Unavailable(draining_ ? "the server is shutting down"
-                                                   : "the model is still loading"),
+    SendError(*ex,
+              ApiError::Unavailable(draining_ ? "the server is shutting down"
+                                              : "the model is still loading"),
               {{"Retry-After", "1"}});
     return;
   }
@@ -199,7 +197,8 @@ void Server::HandleTokenize(const HttpRequest& req, std::shared_ptr<HttpExchange
   // vLLM sends "prompt" (or "messages"), llama.cpp "content"; both are accepted.
   std::string text;
   auto add_special = GetBool(*body, "add_special_tokens");
-  if (!add_special.ok()) return SendError(*ex, ApiError::BadRequest(add_special.status().message()));
+  if (!add_special.ok())
+    return SendError(*ex, ApiError::BadRequest(add_special.status().message()));
   bool special = add_special->value_or(true);
   if (body->contains("messages")) {
     GenerationRequest g;
@@ -210,7 +209,8 @@ void Server::HandleTokenize(const HttpRequest& req, std::shared_ptr<HttpExchange
   } else {
     auto p = GetString(*body, body->contains("content") ? "content" : "prompt");
     if (!p.ok()) return SendError(*ex, ApiError::BadRequest(p.status().message()));
-    if (!p->has_value()) return SendError(*ex, ApiError::BadRequest("'prompt' is required", "prompt"));
+    if (!p->has_value())
+      return SendError(*ex, ApiError::BadRequest("'prompt' is required", "prompt"));
     text = **p;
     // llama.cpp's form ({"content", "add_special"}) defaults to no BOS, vLLM's to BOS.
     if (body->contains("content")) special = false;
@@ -218,13 +218,12 @@ void Server::HandleTokenize(const HttpRequest& req, std::shared_ptr<HttpExchange
     if (as.ok() && as->has_value()) special = **as;
   }
   const std::vector<int32_t> ids = model_.tokenizer->Encode(text, special, true);
-  Json out = {{"tokens", ids},
-              {"count", ids.size()},
-              {"max_model_len", model_.info.max_model_len}};
+  Json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model_.info.max_model_len}};
   auto pieces = GetBool(*body, "with_pieces");
   if (pieces.ok() && pieces->value_or(false)) {
     Json ps = Json::array();
-    for (int32_t id : ids) ps.push_back({{"id", id}, {"piece", model_.tokenizer->TokenToPiece(id, true)}});
+    for (int32_t id : ids)
+      ps.push_back({{"id", id}, {"piece", model_.tokenizer->TokenToPiece(id, true)}});
     out["pieces"] = ps;
   }
   ex->Respond(200, kJson, DumpJson(out));
@@ -240,16 +239,15 @@ void Server::HandleDetokenize(const HttpRequest& req, std::shared_ptr<HttpExchan
   for (const Json& t : *it) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
         t.get<int64_t>() >= model_.tokenizer->n_vocab())
-      return SendError(*ex, ApiError::BadRequest("token ids must be integers in [0, n_vocab)",
-                                                 "tokens"));
+      return SendError(
+          *ex, ApiError::BadRequest("token ids must be integers in [0, n_vocab)", "tokens"));
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
   const std::string text = model_.tokenizer->Decode(ids, false);
   ex->Respond(200, kJson, DumpJson(Json{{"prompt", text}, {"content", text}}));
 }
 
-void Server::HandleGeneration(const HttpRequest& req, std::shared_ptr<HttpExchange> ex,
-                              bool chat) {
+void Server::HandleGeneration(const HttpRequest& req, std::shared_ptr<HttpExchange> ex, bool chat) {
   auto body = ParseJsonObject(req.body);
   if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
   GenerationRequest g;

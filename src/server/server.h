@@ -19,7 +19,7 @@ namespace shoal::server {
 
 struct ServerConfig {
   HttpServerOptions http;
-  std::string api_key;                 // "" = no authentication
+  std::string api_key;  // "" = no authentication
   std::string served_model_name;
   int64_t max_queued_requests = 4096;  // requests with no token yet; more get 429
   int drain_timeout_s = 30;            // SIGTERM: in-flight requests get this long to finish
