@@ -285,6 +285,36 @@ TEST_F(EngineTest, ForkedChoicesEqualSingleRunsWithShiftedSeeds) {
   }
 }
 
+TEST_F(EngineTest, CancelChoiceStopsOneChoiceAndFreesItsBlocks) {
+  std::mt19937 rng(11);
+  Request r = Req(Prompt(rng, 40), 24, 0.8f, 5);
+  r.n = 2;
+  const Output both = RunAll(BaseConfig(), {r})[0];
+  auto engine = Engine::Create(model_->model.get(), BaseConfig(), {2});
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  auto id = e.Add(r);
+  ASSERT_TRUE(id.ok());
+  std::vector<std::vector<int32_t>> got(2);
+  bool cancelled = false;
+  int32_t blocks_before = 0;
+  while (!e.idle()) {
+    auto ev = e.Step();
+    ASSERT_TRUE(ev.ok());
+    for (const TokenEvent& t : *ev) got[static_cast<size_t>(t.index)].push_back(t.token);
+    if (!cancelled && got[1].size() == 3) {
+      blocks_before = static_cast<int32_t>(e.stats().kv_usage * e.kv_blocks() + 0.5);
+      e.CancelChoice(*id, 1);
+      cancelled = true;
+      EXPECT_TRUE(e.Has(*id));  // choice 0 goes on
+      EXPECT_LT(static_cast<int32_t>(e.stats().kv_usage * e.kv_blocks() + 0.5), blocks_before);
+    }
+  }
+  EXPECT_FALSE(e.Has(*id));
+  EXPECT_EQ(got[1].size(), 3u);
+  EXPECT_EQ(got[0], both.tokens[0]);  // the surviving choice is unchanged
+}
+
 TEST_F(EngineTest, LogprobsAreLogSoftmaxOfTheLogits) {
   std::mt19937 rng(4);
   auto engine = Engine::Create(model_->model.get(), BaseConfig(), {2});

@@ -151,6 +151,20 @@ void Engine::Cancel(int64_t id) {
   reqs_.erase(it);
 }
 
+void Engine::CancelChoice(int64_t id, int32_t index) {
+  auto it = reqs_.find(id);
+  if (it == reqs_.end()) return;
+  Live& r = it->second;
+  if (!r.sampled || r.seqs.size() == 1) {
+    Cancel(id);
+    return;
+  }
+  if (index < 0 || index >= static_cast<int32_t>(r.seqs.size()) ||
+      r.seqs[static_cast<size_t>(index)] < 0)
+    return;
+  FinishChoice(id, r, index);
+}
+
 int32_t Engine::CachedTokens(int64_t id) const {
   auto it = reqs_.find(id);
   if (it == reqs_.end()) return 0;

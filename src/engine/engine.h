@@ -115,6 +115,11 @@ class Engine {
   Result<int64_t> Add(Request req);
   // Stops a request now (all choices) and frees its KV blocks.
   void Cancel(int64_t id);
+  // Stops one choice of a forked request (e.g. it hit a stop string) and frees its blocks; the
+  // other choices go on. Before the fork (or with n = 1) it cancels the whole request.
+  void CancelChoice(int64_t id, int32_t index);
+  // Whether the request still has a live choice.
+  bool Has(int64_t id) const { return reqs_.count(id) != 0; }
   // Runs one step; returns the tokens sampled in it (at most one per choice).
   Result<std::vector<TokenEvent>> Step();
   bool idle() const { return sched_.idle(); }

@@ -32,10 +32,12 @@ uint64_t EngineLoop::Submit(Request req) {
   return t;
 }
 
-void EngineLoop::Cancel(uint64_t ticket) {
+void EngineLoop::Cancel(uint64_t ticket) { CancelChoice(ticket, -1); }
+
+void EngineLoop::CancelChoice(uint64_t ticket, int32_t index) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    cancels_.push_back(ticket);
+    cancels_.emplace_back(ticket, index);
   }
   cv_.notify_one();
 }
@@ -60,7 +62,6 @@ void EngineLoop::Forget(uint64_t ticket) {
   if (it == ticket_to_id_.end()) return;
   id_to_ticket_.erase(it->second);
   first_sent_.erase(it->second);
-  live_choices_.erase(it->second);
   ticket_to_id_.erase(it);
 }
 
@@ -68,7 +69,7 @@ void EngineLoop::Run() {
   std::vector<LoopEvent> out;
   for (;;) {
     std::deque<std::pair<uint64_t, Request>> submits;
-    std::vector<uint64_t> cancels;
+    std::vector<std::pair<uint64_t, int32_t>> cancels;
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk,
@@ -79,7 +80,6 @@ void EngineLoop::Run() {
     }
     out.clear();
     for (auto& [ticket, req] : submits) {
-      const int32_t n = std::max<int32_t>(1, req.n);
       Result<int64_t> id = engine_->Add(std::move(req));
       if (!id.ok()) {
         LoopEvent e;
@@ -90,13 +90,16 @@ void EngineLoop::Run() {
       }
       ticket_to_id_[ticket] = *id;
       id_to_ticket_[*id] = ticket;
-      live_choices_[*id] = n;
     }
-    for (uint64_t t : cancels) {
+    for (const auto& [t, index] : cancels) {
       auto it = ticket_to_id_.find(t);
       if (it == ticket_to_id_.end()) continue;
-      engine_->Cancel(it->second);
-      Forget(t);
+      if (index < 0) {
+        engine_->Cancel(it->second);
+      } else {
+        engine_->CancelChoice(it->second, index);
+      }
+      if (!engine_->Has(it->second)) Forget(t);
     }
     if (!engine_->idle()) {
       Result<std::vector<TokenEvent>> events = engine_->Step();
@@ -114,7 +117,6 @@ void EngineLoop::Run() {
         ticket_to_id_.clear();
         id_to_ticket_.clear();
         first_sent_.clear();
-        live_choices_.clear();
       } else {
         std::vector<uint64_t> done;
         for (TokenEvent& ev : *events) {
@@ -124,8 +126,7 @@ void EngineLoop::Run() {
           e.ticket = it->second;
           if (first_sent_[ev.id]++ == 0) e.cached_tokens = engine_->CachedTokens(ev.id);
           // A request whose every choice finished leaves the maps (the engine freed it).
-          if (ev.finish != FinishReason::kNone && --live_choices_[ev.id] == 0)
-            done.push_back(it->second);
+          if (ev.finish != FinishReason::kNone && !engine_->Has(ev.id)) done.push_back(it->second);
           e.token = std::move(ev);
           out.push_back(std::move(e));
         }

@@ -37,6 +37,8 @@ class EngineLoop {
   // Thread-safe. Returns the ticket that events and Cancel use.
   uint64_t Submit(Request req);
   void Cancel(uint64_t ticket);
+  // Thread-safe: stops one choice of the request (the others go on).
+  void CancelChoice(uint64_t ticket, int32_t index);
 
   // A copy of the engine's counters after the last step.
   EngineStats stats() const;
@@ -56,14 +58,13 @@ class EngineLoop {
   bool stop_ = false;
   uint64_t next_ticket_ = 1;
   std::deque<std::pair<uint64_t, Request>> submits_;
-  std::vector<uint64_t> cancels_;
+  std::vector<std::pair<uint64_t, int32_t>> cancels_;  // (ticket, choice or -1 for all)
   EngineStats stats_;
   int64_t steps_ = 0;
   // Engine thread only.
   std::unordered_map<uint64_t, int64_t> ticket_to_id_;
   std::unordered_map<int64_t, uint64_t> id_to_ticket_;
-  std::unordered_map<int64_t, int32_t> first_sent_;    // engine id -> events delivered
-  std::unordered_map<int64_t, int32_t> live_choices_;  // engine id -> unfinished choices
+  std::unordered_map<int64_t, int32_t> first_sent_;  // engine id -> events delivered
   std::thread thread_;
 };
 

@@ -220,14 +220,18 @@ bool GenerationJob::OnEvent(const LoopEvent& e) {
   ch.text += u.emit;
   if (!finish.empty()) {
     FinishChoice(c, finish);
-    // A stop string ends this choice before the engine knows; once every choice of the prompt
-    // is over, free the engine's sequence at once.
+    // A stop string ends this choice before the engine knows: free its sequence at once (the
+    // whole engine request once every choice of the prompt is over).
     if (e.token.finish == FinishReason::kNone) {
       bool all = true;
       for (int32_t j = 0; j < req_.n; ++j)
         all = all &&
               !choices_[p * static_cast<size_t>(req_.n) + static_cast<size_t>(j)]->finish.empty();
-      if (all) ctx_.cancel(e.ticket);
+      if (all) {
+        ctx_.cancel(e.ticket);
+      } else {
+        ctx_.cancel_choice(e.ticket, e.token.index);
+      }
     }
   }
   for (const auto& chp : choices_)

@@ -22,6 +22,8 @@ struct JobContext {
   Metrics* metrics = nullptr;
   // Cancels an engine request (thread-safe).
   std::function<void(uint64_t ticket)> cancel;
+  // Cancels one choice of an engine request (thread-safe).
+  std::function<void(uint64_t ticket, int32_t index)> cancel_choice;
 };
 
 class GenerationJob {

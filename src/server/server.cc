@@ -62,6 +62,7 @@ void Server::SetReady(ServedModel model) {
         });
     EngineLoop* loop = loop_.get();
     job_ctx_.cancel = [loop](uint64_t t) { loop->Cancel(t); };
+    job_ctx_.cancel_choice = [loop](uint64_t t, int32_t i) { loop->CancelChoice(t, i); };
     ready_ = !draining_;
     Log(LogLevel::kInfo, "serving '{}' on {}:{}", model_.info.name, cfg_.http.host, port());
   });
