@@ -46,3 +46,30 @@ function(shoal_module name)
     target_link_libraries(${bname} PRIVATE shoal_${name} benchmark::benchmark)
   endforeach()
 endfunction()
+
+# A libFuzzer target, built only with clang when -fsanitize=fuzzer links:
+#   shoal_fuzz_target(NAME SOURCES a.cc b.cc DEPS lib... SANITIZE fuzzer,address[,undefined])
+function(shoal_fuzz_target name)
+  cmake_parse_arguments(F "" "SANITIZE" "SOURCES;DEPS" ${ARGN})
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES Clang)
+    return()
+  endif()
+  include(CheckCXXSourceCompiles)
+  set(CMAKE_REQUIRED_FLAGS "-fsanitize=fuzzer,address")
+  set(CMAKE_REQUIRED_LINK_OPTIONS "-fsanitize=fuzzer,address")
+  check_cxx_source_compiles(
+    "#include <cstdint>
+     #include <cstddef>
+     extern \"C\" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }"
+    SHOAL_HAVE_LIBFUZZER)
+  unset(CMAKE_REQUIRED_FLAGS)
+  unset(CMAKE_REQUIRED_LINK_OPTIONS)
+  if(NOT SHOAL_HAVE_LIBFUZZER)
+    return()
+  endif()
+  add_executable(${name} ${F_SOURCES})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(${name} PRIVATE ${F_DEPS})
+  target_compile_options(${name} PRIVATE -fsanitize=${F_SANITIZE})
+  target_link_options(${name} PRIVATE -fsanitize=${F_SANITIZE})
+endfunction()

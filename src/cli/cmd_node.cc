@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "dist/node_agent.h"
+#include "net/conn.h"
 
 namespace shoal::cli {
 namespace {
@@ -22,11 +23,11 @@ extern "C" void OnStopSignal(int) {
 }
 
 int RunNode(const NodeArgs& a) {
-  const size_t c = a.listen.rfind(':');
-  if (c == std::string::npos) return Fail(Errorf("--listen must be HOST:PORT, got '{}'", a.listen));
+  auto listen = net::ParseHostPort(a.listen);
+  if (!listen.ok()) return Fail(listen.status().Annotate("--listen"));
   dist::NodeOptions o;
-  o.host = a.listen.substr(0, c);
-  o.port = static_cast<uint16_t>(std::atoi(a.listen.c_str() + c + 1));
+  o.host = listen->first;
+  o.port = listen->second;
   o.n_threads = ResolveThreads(a.threads);
   o.model_dir = a.model_dir;
   o.name = a.name;

@@ -12,16 +12,11 @@ namespace {
 // large model on a slow node, and a dead pipeline fails the step instead of hanging forever.
 constexpr int64_t kStepTimeoutMs = 600'000;
 
-Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& s) {
-  const size_t c = s.rfind(':');
-  if (c == std::string::npos || c == 0 || c + 1 == s.size())
-    return Errorf("node address '{}' is not HOST:PORT", s);
-  const int port = std::atoi(s.c_str() + c + 1);
-  if (port <= 0 || port > 65535) return Errorf("bad port in '{}'", s);
-  std::string host = s.substr(0, c);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  return std::make_pair(host, static_cast<uint16_t>(port));
+// A node's address to dial: HOST:PORT with a real port.
+Result<std::pair<std::string, uint16_t>> NodeAddress(const std::string& s) {
+  SHOAL_ASSIGN_OR_RETURN(auto hp, net::ParseHostPort(s));
+  if (hp.second == 0) return Errorf("bad port in '{}'", s);
+  return hp;
 }
 
 Result<net::Frame> RecvControl(net::Conn& c, int64_t timeout_ms, const std::string& who) {
@@ -40,7 +35,7 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
   if (opts.nodes.empty()) return Errorf("no nodes given");
   Cluster cl;
   for (const std::string& addr : opts.nodes) {
-    SHOAL_ASSIGN_OR_RETURN(auto hp, SplitHostPort(addr));
+    SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(addr));
     SHOAL_ASSIGN_OR_RETURN(
         auto c, net::ConnectAuthenticated(hp.first, hp.second, key, opts.connect_timeout_ms));
     std::shared_ptr<net::Conn> conn(std::move(c));
@@ -69,7 +64,7 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
     a.swap_blocks = opts.swap_blocks;
     a.config = opts.plan;
     if (i + 1 < cl.plan.stages.size()) {
-      SHOAL_ASSIGN_OR_RETURN(auto hp, SplitHostPort(cl.infos[i + 1].address));
+      SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(cl.infos[i + 1].address));
       a.next_host = hp.first;
       a.next_port = hp.second;
     }

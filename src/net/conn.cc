@@ -16,6 +16,20 @@
 #include <cstring>
 
 namespace shoal::net {
+
+Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s) {
+  const size_t c = s.rfind(':');
+  if (c == std::string::npos || c == 0 || c + 1 == s.size())
+    return Errorf("address '{}' is not HOST:PORT", s);
+  const std::string digits = s.substr(c + 1);
+  if (digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(digits) > 65535)
+    return Errorf("bad port in '{}'", s);
+  std::string host = s.substr(0, c);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return std::make_pair(host, static_cast<uint16_t>(std::stoi(digits)));
+}
 namespace {
 
 // Reads up to 256 KiB per recv: large enough that a 16 MiB activation frame costs ~64 calls.

@@ -8,12 +8,17 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
 #include "net/frame.h"
 
 namespace shoal::net {
+
+// "host:port", "[v6]:port" -> (host, port); errors name the address. Port 0 is accepted (a
+// listener picks one); callers that dial must reject it.
+Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s);
 
 struct ConnOptions {
   // Payload limit for frames in both directions once the link is authenticated.

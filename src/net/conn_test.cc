@@ -227,3 +227,17 @@ TEST(ConnTest, SixteenMebibyteFrame) {
 
 }  // namespace
 }  // namespace shoal::net
+
+namespace shoal::net {
+namespace {
+
+TEST(ParseHostPortTest, HostsPortsAndRejections) {
+  EXPECT_EQ(*ParseHostPort("127.0.0.1:7000"),
+            std::make_pair(std::string("127.0.0.1"), uint16_t{7000}));
+  EXPECT_EQ(*ParseHostPort("[::1]:0"), std::make_pair(std::string("::1"), uint16_t{0}));
+  for (const char* bad : {"", "7000", ":7000", "host:", "host:65536", "host:7x", "host:-1"})
+    EXPECT_FALSE(ParseHostPort(bad).ok()) << bad;
+}
+
+}  // namespace
+}  // namespace shoal::net
