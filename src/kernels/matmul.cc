@@ -53,7 +53,11 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
   const bool tiled =
       n_tokens >= internal::TiledMinTokens(w.type) && internal::HasTiledKernels(w.type);
   const bool use_xd = dot_xd != nullptr && dot4_xd != nullptr && xt == DType::kQ8_0 && !tiled;
+  // Single-row kernels that want the activations re-laid out (once per token, here).
+  const internal::SimdDotPreparedFn dot_prep =
+      use_xd ? internal::SimdDotPreparedFor(internal::BestSimdKernels(), w.type) : nullptr;
   const int64_t nb = w.cols / internal::kQK;
+  const int64_t xp_stride = internal::PreparedQ8_0Bytes(w.cols);
   const float* xd = nullptr;
 
   // Activations in the vec-dot type: F32 rows are used in place, others quantized once.
@@ -67,12 +71,23 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
     if (use_xd && scratch->xd.size() < static_cast<size_t>(nb * n_tokens))
       scratch->xd.resize(static_cast<size_t>(nb * n_tokens));
     float* xd_buf = scratch->xd.data();
+    if (dot_prep != nullptr) {
+      if (scratch->xp.size() < static_cast<size_t>(xp_stride * n_tokens))
+        scratch->xp.resize(static_cast<size_t>(xp_stride * n_tokens));
+      if (scratch->xs8.size() < static_cast<size_t>(nb * n_tokens))
+        scratch->xs8.resize(static_cast<size_t>(nb * n_tokens));
+    }
+    int8_t* xp_buf = scratch->xp.data();
+    int32_t* xs8_buf = scratch->xs8.data();
     const int64_t cols = w.cols;
     auto quantize = [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         uint8_t* row = buf + t * *xrow;
         Quantize(xt, x + t * ldx, row, cols);
-        if (use_xd) {
+        if (dot_prep != nullptr) {
+          internal::PrepareQ8_0x8(row, cols, xp_buf + t * xp_stride, xd_buf + t * nb,
+                                  xs8_buf + t * nb);
+        } else if (use_xd) {
           for (int64_t b = 0; b < nb; ++b)
             xd_buf[t * nb + b] = internal::LoadHalf(row + b * internal::q8_0::kBytes);
         }
@@ -118,7 +133,12 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
         for (; t < t1; ++t) {
           const uint8_t* xt_row = xq + static_cast<uint64_t>(t) * xq_stride;
           float* yt = y + t * ldy;
-          if (xd != nullptr) {
+          if (dot_prep != nullptr) {
+            const internal::PreparedQ8_0 xp{xt_row, scratch->xp.data() + t * xp_stride, xd + t * nb,
+                                            scratch->xs8.data() + t * nb};
+            for (int64_t r = rt; r < rt1; ++r)
+              yt[r] = dot_prep(w.data + static_cast<uint64_t>(r) * w.row_bytes, xp, w.cols);
+          } else if (xd != nullptr) {
             const float* xdt = xd + t * nb;
             for (int64_t r = rt; r < rt1; ++r)
               yt[r] = dot_xd(w.data + static_cast<uint64_t>(r) * w.row_bytes, xt_row, xdt, w.cols);
@@ -131,7 +151,7 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
     }
   };
   if (pool != nullptr && w.rows * w.cols * n_tokens >= kMinParallelMacs) {
-    pool->ParallelFor(w.rows, kRowGrain, rows);
+    pool->ParallelForDynamic(w.rows, kRowGrain, rows);
   } else {
     rows(0, w.rows);
   }

@@ -21,8 +21,10 @@ struct MatrixView {
 // Reusable buffer for quantized activations (grows, never shrinks: no allocation per token).
 struct MatMulScratch {
   std::vector<uint8_t> xq;
-  std::vector<float> xd;  // Q8_0 activations: each block's scale as a float, [n_tokens, blocks]
-  std::vector<uint8_t> xt;  // the tiled path's packed activations (simd_tile.h layout)
+  std::vector<float> xd;     // Q8_0 activations: each block's scale as a float, [n_tokens, blocks]
+  std::vector<uint8_t> xt;   // the tiled path's packed activations (simd_tile.h layout)
+  std::vector<int8_t> xp;    // Q8_0 activations re-laid out for the Q4_0 matvec (simd.h)
+  std::vector<int32_t> xs8;  // and 8 x the sum of each block's quants, [n_tokens, blocks]
 };
 
 // y[t * ldy + r] = dot(W row r, x[t * ldx ...]) for t < n_tokens, r < w.rows.

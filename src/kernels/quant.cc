@@ -2,6 +2,7 @@
 // choice of SIMD kernels, which are bit-identical to the references.
 #include "kernels/quant.h"
 
+#include <cstring>
 #include <utility>
 
 #include "base/check.h"
@@ -137,6 +138,27 @@ internal::SimdDot4XdFn internal::SimdDot4XdFor(const internal::SimdKernels& k, D
   if (wt == DType::kQ8_0) return k.dot4_xd_q8_0;
   if (wt == DType::kQ4_0) return k.dot4_xd_q4_0;
   return nullptr;
+}
+
+internal::SimdDotPreparedFn internal::SimdDotPreparedFor(const internal::SimdKernels& k, DType wt) {
+  return wt == DType::kQ4_0 ? k.dot_prepared_q4_0 : nullptr;
+}
+
+void internal::PrepareQ8_0x8(const uint8_t* row, int64_t n, int8_t* qs, float* d, int32_t* s8) {
+  const int64_t nb = n / kQK;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * q8_0::kBytes;
+    const auto* q = reinterpret_cast<const int8_t*>(blk + q8_0::kQs);
+    d[b] = LoadHalf(blk + q8_0::kD);
+    int32_t sum = 0;
+    for (int i = 0; i < kQK; ++i) sum += q[i];
+    s8[b] = 8 * sum;
+    if (b >= nb / 8 * 8) continue;  // tail blocks stay in `row`
+    // Block b is the (b % 4)-th of its half (b % 8 / 4) of group b / 8.
+    int8_t* half = qs + (b / 8) * 256 + (b % 8 / 4) * 128 + (b % 4) * 16;
+    std::memcpy(half, q, 16);            // elements 0..15
+    std::memcpy(half + 64, q + 16, 16);  // elements 16..31
+  }
 }
 
 DType VecDotType(DType w) {

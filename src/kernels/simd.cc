@@ -20,6 +20,7 @@
 #include "kernels/quant_internal.h"
 #include "kernels/simd.h"
 #include "kernels/simd_x86-inl.h"
+#include "kernels/simd_x86_512-inl.h"
 #include "kernels/simd_x86_more-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -193,6 +194,16 @@ const internal::SimdKernels* GetKernels() {
     k.dot4_q6_k = &Dot4Q6_KQ8_K;
     k.dot_q4_k = &DotQ4_KQ8_K;
     k.dot_q6_k = &DotQ6_KQ8_K;
+#endif
+#if SHOAL_HAVE_X86_512
+    // The decode matvec on 512-bit registers (same bits as the 256-bit kernels above).
+    k.dot_q4_k = &DotQ4_KQ8_K_512;
+    k.dot_q6_k = &DotQ6_KQ8_K_512;
+#endif
+#if HWY_TARGET == HWY_AVX3_DL
+    k.dot_q4_0 = &DotQ4_0Q8_0_512;
+    k.dot_xd_q4_0 = &DotXdQ4_0Q8_0_512;
+    k.dot_prepared_q4_0 = &DotPreparedQ4_0Q8_0_512;
 #endif
     return k;
   }();

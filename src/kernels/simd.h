@@ -20,6 +20,22 @@ using SimdDotXdFn = float (*)(const void* w, const void* x, const float* xd, int
 using SimdDot4XdFn = void (*)(const void* w, const void* const* x, const float* const* xd,
                               int64_t n, float* out);
 
+// One Q8_0 activation row re-laid out for the single-row Q4_0 kernel (PrepareQ8_0x8): for each
+// group of 8 blocks, 256 bytes: [elements 0..15 of blocks 0..3 | elements 16..31 of blocks 0..3
+// | the same for blocks 4..7]; each block's scale as a float; 8 x the sum of its quants. Blocks
+// past the last whole group are read from `row`, the plain Q8_0 row.
+struct PreparedQ8_0 {
+  const uint8_t* row = nullptr;
+  const int8_t* qs = nullptr;   // [n / 256][256]
+  const float* d = nullptr;     // [n / 32]
+  const int32_t* s8 = nullptr;  // [n / 32]
+};
+// Bytes of PreparedQ8_0::qs for a row of n elements.
+inline int64_t PreparedQ8_0Bytes(int64_t n) { return n / 256 * 256; }
+// Fills qs, d and s8 from the Q8_0 row of n elements (portable, once per token per MatMul).
+void PrepareQ8_0x8(const uint8_t* row, int64_t n, int8_t* qs, float* d, int32_t* s8);
+using SimdDotPreparedFn = float (*)(const void* w, const PreparedQ8_0& x, int64_t n);
+
 // One target's kernels; a null entry means "use the scalar reference" on that target.
 struct SimdKernels {
   const char* target = "";  // Highway's target name, e.g. "AVX2", "AVX3_DL", "EMU128"
@@ -49,8 +65,9 @@ struct SimdKernels {
   SimdDotXdFn dot_xd_q4_0 = nullptr;
   SimdDot4XdFn dot4_xd_q8_0 = nullptr;
   SimdDot4XdFn dot4_xd_q4_0 = nullptr;
-  SimdQuantizeFn quantize_q8_0 = nullptr;  // activation quantizer (x86 AVX semantics)
-  SimdQuantizeFn quantize_q8_k = nullptr;  // K-quant activation quantizer (AVX-512 targets)
+  SimdDotPreparedFn dot_prepared_q4_0 = nullptr;  // Q4_0 x PreparedQ8_0 (decode matvec)
+  SimdQuantizeFn quantize_q8_0 = nullptr;         // activation quantizer (x86 AVX semantics)
+  SimdQuantizeFn quantize_q8_k = nullptr;         // K-quant activation quantizer (AVX-512 targets)
 };
 
 // The best target this CPU supports (chosen once, thread-safe).
@@ -69,5 +86,8 @@ SimdDot4Fn SimdDot4For(const SimdKernels& k, DType wt);
 // null together).
 SimdDotXdFn SimdDotXdFor(const SimdKernels& k, DType wt);
 SimdDot4XdFn SimdDot4XdFor(const SimdKernels& k, DType wt);
+
+// Target k's single-row kernel on PreparedQ8_0 activations for weight type wt, or null.
+SimdDotPreparedFn SimdDotPreparedFor(const SimdKernels& k, DType wt);
 
 }  // namespace shoal::kernels::internal

@@ -20,7 +20,7 @@
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
-#pragma GCC target("avx512vnni")  // as in simd_x86-inl.h
+#pragma GCC target("avx512vnni,no-avxvnni")  // as in simd_x86-inl.h
 #endif
 namespace shoal::kernels::HWY_NAMESPACE {
 
@@ -242,7 +242,7 @@ HWY_AFTER_NAMESPACE();
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
-#pragma GCC target("avx512vnni")
+#pragma GCC target("avx512vnni,no-avxvnni")
 #endif
 namespace shoal::kernels::HWY_NAMESPACE {
 

@@ -21,7 +21,7 @@
 
 #if HWY_TARGET == HWY_AVX3_DL
 HWY_BEFORE_NAMESPACE();
-#pragma GCC target("avx512vnni")
+#pragma GCC target("avx512vnni,no-avxvnni")
 namespace shoal::kernels::HWY_NAMESPACE {
 namespace tile {
 

@@ -29,8 +29,10 @@
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
 // Highway's AVX3_DL implies AVX512-VNNI (its runtime check), but 1.0.3's target string names
-// only the VEX "avxvnni"; ask for the EVEX form that every AVX3_DL CPU has.
-#pragma GCC target("avx512vnni")
+// only the VEX "avxvnni", and with it enabled GCC encodes 256-bit dpbusd as {vex}, which Zen 4
+// (AVX512-VNNI without AVX-VNNI) faults on: SIGILL in every Q4_0/Q8_0 matvec. Ask for the EVEX
+// form that every AVX3_DL CPU has, and turn the VEX one off.
+#pragma GCC target("avx512vnni,no-avxvnni")
 #endif
 namespace shoal::kernels::HWY_NAMESPACE {
 namespace x86 {

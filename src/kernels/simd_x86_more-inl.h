@@ -18,7 +18,7 @@
 #if SHOAL_HAVE_X86_INT8
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
-#pragma GCC target("avx512vnni")  // as in simd_x86-inl.h
+#pragma GCC target("avx512vnni,no-avxvnni")  // as in simd_x86-inl.h
 #endif
 namespace shoal::kernels::HWY_NAMESPACE {
 namespace x86 {

@@ -30,6 +30,14 @@ class ThreadPool {
   // `grain` so SIMD tiles never straddle threads.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+  // The same contract, but [0, n) is cut into about kDynamicChunksPerThread chunks per thread
+  // (multiples of `grain`) that threads take in turn from a shared counter: a thread slowed by
+  // a neighbour (another process, an interrupt) takes fewer chunks instead of holding everyone
+  // at the join. fn may run several times per thread; for work whose result does not depend on
+  // which thread computes a range.
+  void ParallelForDynamic(int64_t n, int64_t grain,
+                          const std::function<void(int64_t, int64_t)>& fn);
+
  private:
   void WorkerLoop(int index);
 

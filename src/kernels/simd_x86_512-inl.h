@@ -1,0 +1,345 @@
+// Single-row (decode) dot products on 512-bit registers for the AVX3 and AVX3_DL targets:
+// Q4_K and Q6_K x Q8_K, and (AVX3_DL: VBMI + VNNI) Q4_0 x Q8_0. The decode matvec reads every
+// weight once, so these run once per weight byte: 64 weights per instruction instead of 32, the
+// K-quant scales widened by one permute instead of 8-16 scalar inserts, and exact int32 sums.
+// Each returns the bits of its scalar reference (quant_k.cc, quant_legacy.cc): the same integer
+// sums per block, the same float expression, the canonical lanes (quant_internal.h).
+// Included by simd.cc once per target, after simd_x86-inl.h.
+
+#if defined(SHOAL_KERNELS_SIMD_X86_512_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SHOAL_KERNELS_SIMD_X86_512_INL_H_
+#undef SHOAL_KERNELS_SIMD_X86_512_INL_H_
+#else
+#define SHOAL_KERNELS_SIMD_X86_512_INL_H_
+#endif
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "kernels/quant_internal.h"
+
+#undef SHOAL_HAVE_X86_512
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define SHOAL_HAVE_X86_512 1
+#else
+#define SHOAL_HAVE_X86_512 0
+#endif
+
+#if SHOAL_HAVE_X86_512
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC target("avx512vnni,no-avxvnni")  // EVEX VNNI only (see simd_x86-inl.h)
+#endif
+namespace shoal::kernels::HWY_NAMESPACE {
+namespace x512 {
+
+using internal::kBlockLanes;
+using internal::kQK;
+using internal::kQKK;
+
+// acc + sum of int16 pair products (a[2i] b[2i] + a[2i+1] b[2i+1]) per int32 lane; exact.
+HWY_INLINE __m512i DpWssd(__m512i acc, __m512i a, __m512i b) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return _mm512_dpwssd_epi32(acc, a, b);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+#endif
+}
+
+// The fp16 at p as a float by F16C (exact, as internal::LoadHalf; the software conversion's
+// branches cost more than the rest of a Q4_K super-block's scalar work).
+HWY_INLINE float Half(const uint8_t* p) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(internal::LoadU16(p))));
+}
+
+// Sum of the 8 int32 lanes of v (exact).
+HWY_INLINE int32_t Hsum8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// The 16 int32 lanes of v folded to 8 (exact).
+HWY_INLINE __m256i Fold16(__m512i v) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+// Q4_K/Q5_K 12 packed scale bytes -> the 8 6-bit scales (low 8 bytes) and 8 6-bit mins (high 8
+// bytes), as internal::ScaleMinK4 gives them one at a time. With u0, u1, u2 the three 32-bit
+// words: scales 0..3 = u0 & 63, scales 4..7 = (u2 & 15) | (u0 >> 6) << 4, mins 0..3 = u1 & 63,
+// mins 4..7 = (u2 >> 4 & 15) | (u1 >> 6) << 4, per byte. In registers: a store of the words and
+// a 16-byte reload stalls on store forwarding. Reads 16 bytes (the 12 and 4 bytes of qs).
+HWY_INLINE __m128i ScalesMinsK4(const uint8_t* p) {
+  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i a = _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0));  // u0, u2, u1, u2
+  const __m128i b = _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));  // u0, u0, u1, u1
+  const __m128i low = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  const __m128i top =
+      _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+  return _mm_or_si128(low, top);
+}
+
+// Sums of the 8 int32 lanes of a and of b (exact), returned as (a, b).
+HWY_INLINE void Hsum8x2(__m256i a, __m256i b, int32_t* sa, int32_t* sb) {
+  const __m256i h = _mm256_hadd_epi32(a, b);  // a01 a23 b01 b23 | a45 a67 b45 b67
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+  s = _mm_hadd_epi32(s, s);  // a, b, a, b
+  *sa = _mm_cvtsi128_si32(s);
+  *sb = _mm_extract_epi32(s, 1);
+}
+
+// Q4_K x Q8_K, one activation row. Per super-block: isum = sum_j sc_j sum_32 q4 q8 (maddubs
+// pairs, then dpwssd by the scale), summ = sum_j m_j (bsum_2j + bsum_2j+1); lane b % 8 +=
+// d * isum - dmin * summ, as internal::DotQ4_K.
+HWY_INLINE float DotQ4_K(const uint8_t* w, const uint8_t* x, int64_t n) {
+  namespace q4k = internal::q4_k;
+  namespace q8k = internal::q8_k;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  // int16 lane i of scale vector k takes scale 2k (i < 16) or 2k + 1 (i >= 16).
+  __m512i sc_idx[4];
+  for (int k = 0; k < 4; ++k)
+    sc_idx[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(2 * k)),
+                                   _mm256_set1_epi16(2 * k + 1), 1);
+  float lanes[kBlockLanes] = {};
+  for (int64_t b = 0; b < n / kQKK; ++b) {
+    const uint8_t* bw = w + b * q4k::kBytes;
+    const uint8_t* bx = x + b * q8k::kBytes;
+    const __m128i sm = ScalesMinsK4(bw + q4k::kScales);
+    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));  // scales, int16
+    __m512i acc = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      // 64 bytes = groups 2h and 2h + 1: low nibbles are sub-blocks 4h and 4h + 2, high ones
+      // 4h + 1 and 4h + 3; pair them up in element order [4h, 4h + 1], [4h + 2, 4h + 3].
+      const __m512i bytes = _mm512_loadu_si512(bw + q4k::kQs + 64 * h);
+      const __m512i lo = _mm512_and_si512(bytes, m4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), m4);
+      const __m512i q0 = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m512i q1 = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(bx + q8k::kQs + 128 * h));
+      const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(bx + q8k::kQs + 128 * h + 64));
+      acc = DpWssd(acc, p0, _mm512_permutexvar_epi16(sc_idx[2 * h], sc16));
+      acc = DpWssd(acc, p1, _mm512_permutexvar_epi16(sc_idx[2 * h + 1], sc16));
+    }
+    // m_j twice (int16 lanes 2j, 2j + 1) against the 16 bsums.
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bx + q8k::kBsums));
+    int32_t isum, summ;
+    Hsum8x2(Fold16(acc), _mm256_madd_epi16(mins, bsums), &isum, &summ);
+    const float yd = internal::LoadF32(bx + q8k::kD);
+    const float d = yd * Half(bw + q4k::kD);
+    const float dmin = yd * Half(bw + q4k::kDmin);
+    lanes[b % kBlockLanes] += d * static_cast<float>(isum) - dmin * static_cast<float>(summ);
+  }
+  return internal::SumBlockLanes(lanes);
+}
+
+// Q6_K x Q8_K, one activation row. Per half h (128 elements): the low nibbles of ql[64h..+64]
+// are elements 128h + 0..63 and the high ones 128h + 64..127; qh[32h + l] holds their two top
+// bits at shifts 0, 2 (first 64) and 4, 6 (last 64). Unsigned q6 by maddubs, dpwssd by the
+// scale of each 16; the offset 32 comes back as 32 * sum_j sc_j bsum_j. Lane b % 8 +=
+// (d_w * d_x) * isum, as internal::DotQ6_K.
+HWY_INLINE float DotQ6_K(const uint8_t* w, const uint8_t* x, int64_t n) {
+  namespace q6k = internal::q6_k;
+  namespace q8k = internal::q8_k;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  // Bits 0-1 (first 32 elements) or 2-3 (next 32) of qh moved to bits 4-5; 4-5 or 6-7 likewise.
+  const __m512i shl01 = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);
+  const __m512i shr23 = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+  // int16 lane i of scale vector k takes scale 4k + i / 8.
+  __m512i sc_idx[4];
+  for (int k = 0; k < 4; ++k) {
+    alignas(64) int16_t idx[32];
+    for (int i = 0; i < 32; ++i) idx[i] = static_cast<int16_t>(4 * k + i / 8);
+    sc_idx[k] = _mm512_load_si512(idx);
+  }
+  float lanes[kBlockLanes] = {};
+  for (int64_t b = 0; b < n / kQKK; ++b) {
+    const uint8_t* bw = w + b * q6k::kBytes;
+    const uint8_t* bx = x + b * q8k::kBytes;
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bw + q6k::kScales)));
+    const __m512i sc = _mm512_castsi256_si512(sc16);
+    const __m512i qh = _mm512_loadu_si512(bw + q6k::kQh);
+    __m512i acc = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(bw + q6k::kQl + 64 * h);
+      const __m512i qhh = h == 0 ? _mm512_shuffle_i64x2(qh, qh, _MM_SHUFFLE(1, 0, 1, 0))
+                                 : _mm512_shuffle_i64x2(qh, qh, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m512i q01 = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                          _mm512_and_si512(_mm512_sllv_epi64(qhh, shl01), m30));
+      const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                          _mm512_and_si512(_mm512_srlv_epi64(qhh, shr23), m30));
+      const __m512i p0 = _mm512_maddubs_epi16(q01, _mm512_loadu_si512(bx + q8k::kQs + 128 * h));
+      const __m512i p1 =
+          _mm512_maddubs_epi16(q23, _mm512_loadu_si512(bx + q8k::kQs + 128 * h + 64));
+      acc = DpWssd(acc, p0, _mm512_permutexvar_epi16(sc_idx[2 * h], sc));
+      acc = DpWssd(acc, p1, _mm512_permutexvar_epi16(sc_idx[2 * h + 1], sc));
+    }
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bx + q8k::kBsums));
+    const __m256i offset = _mm256_madd_epi16(sc16, bsums);  // sum_j sc_j bsum_j, in 8 lanes
+    const int32_t isum = Hsum8(_mm256_sub_epi32(Fold16(acc), _mm256_slli_epi32(offset, 5)));
+    lanes[b % kBlockLanes] +=
+        (Half(bw + q6k::kD) * internal::LoadF32(bx + q8k::kD)) * static_cast<float>(isum);
+  }
+  return internal::SumBlockLanes(lanes);
+}
+
+#if HWY_TARGET == HWY_AVX3_DL
+// Q4_0 x Q8_0, one activation row, 8 blocks per step. Blocks 2p and 2p + 1 fill one register:
+// their 16 nibble bytes each are spread by one byte permute to [lo A | hi A | lo B | hi B]
+// (elements 0..31 of A, then of B), against the two activation blocks' 32 bytes; dpbusd gives
+// sum q y per lane, and a dpbusd by 8 the sum 8 y to take off (q - 8 is the weight). The 8 block
+// sums are folded by one transpose tree into block order; lane k += (d_w * d_x) * isum_k.
+// With kXd, xd[b] is activation block b's scale as a float (MatMul's per-token conversion).
+template <bool kXd>
+HWY_INLINE float DotQ4_0(const uint8_t* w, const uint8_t* x, const float* xd, int64_t n) {
+  namespace q40 = internal::q4_0;
+  namespace q80 = internal::q8_0;
+  alignas(64) uint8_t perm[64];
+  for (int i = 0; i < 64; ++i)
+    perm[i] = static_cast<uint8_t>((i < 32 ? q40::kQs : q40::kBytes + q40::kQs) + i % 16);
+  const __m512i idx = _mm512_load_si512(perm);
+  const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i eights = _mm512_set1_epi8(8);
+  // Output int32 lane k (k < 8) of the final permute reads block k: blocks 0, 2, 4, 6 sit in
+  // lanes 0..3 and blocks 1, 3, 5, 7 in lanes 8..11.
+  const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
+  constexpr __mmask64 kTwoBlocks = (__mmask64{1} << (2 * q40::kBytes)) - 1;
+  const int64_t nb = n / kQK;
+  __m256 acc = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + kBlockLanes <= nb; b += kBlockLanes) {
+    const uint8_t* bw = w + b * q40::kBytes;
+    const uint8_t* bx = x + b * q80::kBytes;
+    __m512i s[4];
+    for (int p = 0; p < 4; ++p) {
+      const __m512i raw = _mm512_maskz_loadu_epi8(kTwoBlocks, bw + 2 * p * q40::kBytes);
+      const __m512i q =
+          _mm512_and_si512(_mm512_srlv_epi64(_mm512_permutexvar_epi8(idx, raw), shifts), m4);
+      const uint8_t* xp = bx + 2 * p * q80::kBytes + q80::kQs;
+      const __m512i y = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + q80::kBytes)), 1);
+      s[p] = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y),
+                              _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, y));
+    }
+    // Per 128-bit quarter: t01 = [s0 pairs, s1 pairs], then u = [s0, s1, s2, s3] quarter sums.
+    const __m512i t01 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+    const __m512i t23 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+    const __m512i u =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+    // Quarters 0 + 1 are blocks 0, 2, 4, 6 and quarters 2 + 3 blocks 1, 3, 5, 7.
+    const __m512i v = _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m256i isum = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, v));
+    __m256 dx;
+    if constexpr (kXd) {
+      dx = _mm256_loadu_ps(xd + b);
+    } else {
+      dx = x86::Halves8(bx + q80::kD, q80::kBytes);
+    }
+    const __m256 dd = _mm256_mul_ps(x86::Halves8(bw + q40::kD, q40::kBytes), dx);
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum)));
+  }
+  alignas(32) float lanes[kBlockLanes];
+  _mm256_store_ps(lanes, acc);
+  for (; b < nb; ++b) {
+    const uint8_t* bw = w + b * q40::kBytes;
+    const uint8_t* bx = x + b * q80::kBytes;
+    const int32_t isum = x86::HsumI32(x86::Q4_0Format::Block(x86::Q4_0Format::Prep(bw), bx));
+    const float dx = kXd ? xd[b] : internal::LoadHalf(bx + q80::kD);
+    lanes[b % kBlockLanes] += (internal::LoadHalf(bw + q40::kD) * dx) * static_cast<float>(isum);
+  }
+  return internal::SumBlockLanes(lanes);
+}
+
+// Q4_0 x Q8_0 against activations laid out by PrepareQ8_0x8 (simd.h), 8 blocks per step: per 4
+// blocks, one two-table byte permute gathers their 64 nibble bytes (skipping the scales), the
+// low and high nibbles meet the prepared elements 0..15 and 16..31 of the same 4 blocks in two
+// dpbusd, so every int32 lane holds one block's partial sum and 4 lanes make a block. The sums
+// less 8 * sum y (prepared) are the exact isum of each block; lane k += (d_w * d_x) * isum_k.
+HWY_INLINE float DotQ4_0Prepared(const uint8_t* w, const internal::PreparedQ8_0& x, int64_t n) {
+  namespace q40 = internal::q4_0;
+  alignas(64) uint8_t gather[64];
+  for (int j = 0; j < 64; ++j)
+    gather[j] = static_cast<uint8_t>((j / 16) * q40::kBytes + q40::kQs + j % 16);
+  const __m512i idx = _mm512_load_si512(gather);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  // Lane k < 8 of the result is block k: blocks 0..3 in lanes 0, 4, 8, 12, blocks 4..7 in 1, 5,..
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  constexpr __mmask64 kRest = (__mmask64{1} << (4 * q40::kBytes - 64)) - 1;  // bytes 64..71
+  const int64_t nb = n / kQK;
+  __m256 acc = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + kBlockLanes <= nb; b += kBlockLanes) {
+    const uint8_t* bw = w + b * q40::kBytes;
+    const int8_t* y = x.qs + b * kQK;  // 256 prepared bytes of these 8 blocks
+    __m512i r[2];
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* p = bw + 4 * h * q40::kBytes;
+      const __m512i q = _mm512_permutex2var_epi8(_mm512_loadu_si512(p), idx,
+                                                 _mm512_maskz_loadu_epi8(kRest, p + 64));
+      const __m512i lo = _mm512_and_si512(q, m4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+      const int8_t* yh = y + 128 * h;
+      r[h] = _mm512_dpbusd_epi32(
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(yh)), hi,
+          _mm512_loadu_si512(yh + 64));
+    }
+    // Per 128-bit quarter q (block q of r0, block q + 4 of r1): lanes 0 and 1 get their totals.
+    const __m512i v =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(r[0], r[1]), _mm512_unpackhi_epi32(r[0], r[1]));
+    const __m512i u = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
+    const __m256i isum =
+        _mm256_sub_epi32(_mm512_castsi512_si256(_mm512_permutexvar_epi32(order, u)),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.s8 + b)));
+    const __m256 dd =
+        _mm256_mul_ps(x86::Halves8(bw + q40::kD, q40::kBytes), _mm256_loadu_ps(x.d + b));
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum)));
+  }
+  alignas(32) float lanes[kBlockLanes];
+  _mm256_store_ps(lanes, acc);
+  for (; b < nb; ++b) {
+    const uint8_t* bw = w + b * q40::kBytes;
+    const uint8_t* bx = x.row + b * internal::q8_0::kBytes;
+    const int32_t isum = x86::HsumI32(x86::Q4_0Format::Block(x86::Q4_0Format::Prep(bw), bx));
+    lanes[b % kBlockLanes] +=
+        (internal::LoadHalf(bw + q40::kD) * x.d[b]) * static_cast<float>(isum);
+  }
+  return internal::SumBlockLanes(lanes);
+}
+#endif  // HWY_AVX3_DL
+
+}  // namespace x512
+
+float DotQ4_KQ8_K_512(const void* w, const void* x, int64_t n) {
+  return x512::DotQ4_K(static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(x), n);
+}
+float DotQ6_KQ8_K_512(const void* w, const void* x, int64_t n) {
+  return x512::DotQ6_K(static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(x), n);
+}
+#if HWY_TARGET == HWY_AVX3_DL
+float DotQ4_0Q8_0_512(const void* w, const void* x, int64_t n) {
+  return x512::DotQ4_0<false>(static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(x),
+                              nullptr, n);
+}
+float DotXdQ4_0Q8_0_512(const void* w, const void* x, const float* xd, int64_t n) {
+  return x512::DotQ4_0<true>(static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(x), xd, n);
+}
+float DotPreparedQ4_0Q8_0_512(const void* w, const internal::PreparedQ8_0& x, int64_t n) {
+  return x512::DotQ4_0Prepared(static_cast<const uint8_t*>(w), x, n);
+}
+#endif
+
+}  // namespace shoal::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+#endif  // SHOAL_HAVE_X86_512
+
+#endif  // include guard toggle
