@@ -201,8 +201,6 @@ const internal::SimdKernels* GetKernels() {
     k.dot_q6_k = &DotQ6_KQ8_K_512;
 #endif
 #if HWY_TARGET == HWY_AVX3_DL
-    k.dot_q4_0 = &DotQ4_0Q8_0_512;
-    k.dot_xd_q4_0 = &DotXdQ4_0Q8_0_512;
     k.dot_prepared_q4_0 = &DotPreparedQ4_0Q8_0_512;
 #endif
     return k;
