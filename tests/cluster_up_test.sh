@@ -40,7 +40,10 @@ ask() {
   for i in 0 1 2 3; do python3 -c "import json; print(json.load(open('$TMP/r$i'))['choices'][0]['text'].encode().hex())" >> "$out" 2>/dev/null || echo "bad response $i" >> "$out"; done
 }
 node_pids() { grep -o 'shoal cluster: node[0-9]* (pid [0-9]*)' "$1" | grep -o 'pid [0-9]*' | grep -o '[0-9]*'; }
-all_gone() { for p in $(node_pids "$1"); do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+# A process counts as gone once it is not running: a killed orphan may stay a zombie until the
+# system's init (here perhaps no reaper at all) collects it.
+alive() { [ -r "/proc/$1/stat" ] && ! awk '{exit $3 == "Z" ? 0 : 1}' "/proc/$1/stat" 2>/dev/null; }
+all_gone() { for p in $(node_pids "$1"); do alive "$p" && return 1; done; return 0; }
 
 "$SHOAL" serve -m "$MODEL" --port 0 -t 1 --max-num-seqs 8 --max-model-len 256 > "$TMP/local.log" 2>&1 &
 SPID=$!; PIDS+=($SPID)
@@ -82,20 +85,33 @@ check "SIGTERM: the temp dir with the key is removed" '[ -n "$KDIR" ] && [ ! -e 
 
 # 2. SIGKILL of the cluster process: the nodes die with it (PR_SET_PDEATHSIG).
 "$SHOAL" cluster up -m "$MODEL" --nodes 2 --node-mem 64M --no-measure --port 0 \
-  --max-model-len 256 > "$TMP/kill.log" 2>&1 &
+  --max-num-seqs 4 --max-model-len 256 > "$TMP/kill.log" 2>&1 &
 CPID=$!; PIDS+=($CPID)
-wait_http "$TMP/kill.log" $CPID
-check "SIGKILL test: 2 nodes were up" '[ $(node_pids "$TMP/kill.log" | wc -l) -eq 2 ]'
+wait_http "$TMP/kill.log" $CPID; up=$?
+check "SIGKILL test: 2 nodes and the API were up" '[ $up -eq 0 ] && [ $(node_pids "$TMP/kill.log" | wc -l) -eq 2 ]'
 kill -9 $CPID; wait $CPID 2>/dev/null
 check "SIGKILL: the nodes do not outlive the cluster process" 'sleep 0.5; all_gone "$TMP/kill.log"'
 
-# 3. A plan that cannot fit stops the nodes too and fails.
+# 3. A node that dies: cluster up says which, stops the others and exits non-zero, promptly.
+"$SHOAL" cluster up -m "$MODEL" --nodes 3 --node-mem 64M --no-measure --port 0 \
+  --max-num-seqs 4 --max-model-len 256 > "$TMP/die.log" 2>&1 &
+CPID=$!; PIDS+=($CPID)
+wait_http "$TMP/die.log" $CPID; up=$?
+victim=$(node_pids "$TMP/die.log" | sed -n 2p)
+kill -9 "$victim"
+for _ in $(seq 1 200); do kill -0 $CPID 2>/dev/null || break; sleep 0.05; done
+kill -0 $CPID 2>/dev/null && still=1 || still=0
+wait $CPID 2>/dev/null; rc=$?
+check "a node killed: cluster up names it and exits non-zero within 10 s, no node left" \
+  '[ $up -eq 0 ] && [ $still -eq 0 ] && [ $rc -ne 0 ] && grep -q "node process $victim exited (signal 9)" "$TMP/die.log" && all_gone "$TMP/die.log"'
+
+# 4. A plan that cannot fit stops the nodes too and fails.
 "$SHOAL" cluster up -m "$MODEL" --nodes 2 --node-mem 8M --no-measure --port 0 \
   --max-model-len 256 > "$TMP/short.log" 2>&1; rc=$?
 check "cluster up with 2 x 8 MiB nodes fails with the shortfall and leaves no node" \
   '[ $rc -ne 0 ] && grep -q "short by" "$TMP/short.log" && all_gone "$TMP/short.log"'
 
-# 4. shoal serve --cluster FILE.toml (names, a memory cap and link type from the file).
+# 5. shoal serve --cluster FILE.toml (names, a memory cap and link type from the file).
 node() {
   "$SHOAL" node --listen 127.0.0.1:0 --model-dir "$TMP/models" --cluster-key-file "$TMP/key" \
     --no-measure -t 1 --name "$1" > "$TMP/$1.log" 2>&1 &

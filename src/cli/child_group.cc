@@ -28,6 +28,7 @@ Result<pid_t> ChildGroup::Spawn(const std::vector<std::string>& argv, const std:
   std::vector<char*> args;
   for (const std::string& s : argv) args.push_back(const_cast<char*>(s.c_str()));
   args.push_back(nullptr);
+  std::lock_guard<std::mutex> lk(mu_);
   const pid_t parent = ::getpid();
   const pid_t group = pgid_;
   const pid_t pid = ::fork();
@@ -58,6 +59,7 @@ Result<pid_t> ChildGroup::Spawn(const std::vector<std::string>& argv, const std:
 }
 
 pid_t ChildGroup::Reap(int* status) {
+  std::lock_guard<std::mutex> lk(mu_);
   for (size_t i = 0; i < pids_.size(); ++i) {
     int st = 0;
     if (::waitpid(pids_[i], &st, WNOHANG) == pids_[i]) {
@@ -71,15 +73,16 @@ pid_t ChildGroup::Reap(int* status) {
 }
 
 void ChildGroup::StopAll(int grace_ms) {
-  if (pids_.empty()) return;
+  if (size() == 0) return;
   ::kill(-pgid_, SIGTERM);
   // Poll every 20 ms: nodes stop within ~0.5 s (their accept and read loops wake that often).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
-  while (!pids_.empty() && std::chrono::steady_clock::now() < deadline) {
+  while (size() > 0 && std::chrono::steady_clock::now() < deadline) {
     while (Reap(nullptr) != 0) {
     }
-    if (!pids_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (size() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  std::lock_guard<std::mutex> lk(mu_);
   if (!pids_.empty()) ::kill(-pgid_, SIGKILL);
   for (pid_t p : pids_) ::waitpid(p, nullptr, 0);
   pids_.clear();

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,8 @@ namespace shoal::cli {
 // Every child runs in one process group of its own (so a terminal's Ctrl-C reaches only the
 // parent, which stops them in order) and gets SIGKILL if the parent dies first
 // (PR_SET_PDEATHSIG), so no exit path leaves orphans. Spawn from the thread that lives longest
-// (the main thread): the death signal follows the thread that forked.
+// (the main thread): the death signal follows the thread that forked. Reap and StopAll may be
+// called from any thread.
 class ChildGroup {
  public:
   ChildGroup() = default;
@@ -28,9 +30,13 @@ class ChildGroup {
   pid_t Reap(int* status);
   // SIGTERM to the group, up to grace_ms for every child to exit, then SIGKILL; reaps all.
   void StopAll(int grace_ms = 5000);
-  size_t size() const { return pids_.size(); }
+  size_t size() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return pids_.size();
+  }
 
  private:
+  mutable std::mutex mu_;
   pid_t pgid_ = 0;
   std::vector<pid_t> pids_;  // not yet reaped
 };

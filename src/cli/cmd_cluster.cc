@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +30,10 @@ namespace {
 // when N nodes share few cores); 120 s is far beyond that and still ends a stuck start.
 constexpr int kNodeStartTimeoutMs = 120'000;
 constexpr int kPollMs = 50;
+
+// SIGINT/SIGTERM before the server takes them over: stop starting and clean up.
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void OnStartSignal(int sig) { g_stop_signal = sig; }
 
 struct ClusterUpArgs {
   ServeArgs serve;
@@ -117,6 +123,7 @@ Result<std::string> StartNodes(const ClusterUpArgs& a, const std::string& dir, u
       ready += ports[i] != 0;
     }
     if (ready == logs.size()) break;
+    if (g_stop_signal != 0) return Errorf("stopped by signal {}", static_cast<int>(g_stop_signal));
     int st = 0;
     if (group->Reap(&st) != 0 || std::chrono::steady_clock::now() > deadline) {
       for (size_t i = 0; i < logs.size(); ++i)
@@ -142,6 +149,8 @@ int ClusterUp(const ClusterUpArgs& a) {
   auto mem =
       ParseMemSize(a.node_mem.empty() ? std::to_string(0.9 / a.n_nodes) : a.node_mem, "--node-mem");
   if (!mem.ok()) return Fail(mem.status());
+  std::signal(SIGINT, OnStartSignal);
+  std::signal(SIGTERM, OnStartSignal);
   auto dir = MakeKeyDir();
   if (!dir.ok()) return Fail(dir.status());
   std::fprintf(stderr, "shoal cluster: key and logs in %s\n", dir->c_str());
@@ -157,7 +166,35 @@ int ClusterUp(const ClusterUpArgs& a) {
       s.cluster_key_file = *dir + "/cluster.key";
       std::fprintf(stderr, "shoal cluster: %d nodes up (%llu MiB each); coordinator --nodes %s\n",
                    a.n_nodes, static_cast<unsigned long long>(*mem >> 20), nodes->c_str());
-      rc = Serve(s);
+      // A node that dies leaves the pipeline unable to finish a step: say which, and stop the
+      // coordinator (its SIGTERM drain) instead of serving errors. Polls every 200 ms.
+      std::atomic<bool> serving{true}, node_died{false};
+      std::thread watcher([&] {
+        while (serving) {
+          int st = 0;
+          if (const pid_t p = group.Reap(&st); p != 0) {
+            std::fprintf(stderr, "shoal cluster: node process %d exited (%s %d); stopping\n",
+                         static_cast<int>(p), WIFSIGNALED(st) ? "signal" : "status",
+                         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+            node_died = true;
+            // The other nodes go first: their links close, so a step waiting on the pipeline
+            // fails at once instead of at its timeout, and the drain below is quick.
+            group.StopAll(2000);
+            // Again each second until Serve returns: the first one may land before the server
+            // has taken the signal over.
+            for (int i = 0; serving; ++i) {
+              if (i % 5 == 0) ::kill(::getpid(), SIGTERM);
+              std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            }
+            return;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+      });
+      rc = g_stop_signal != 0 ? 1 : Serve(s);
+      serving = false;
+      watcher.join();
+      if (node_died) rc = 1;
       if (rc != 0)
         for (int i = 1; i <= a.n_nodes; ++i)
           PrintTail(*dir + "/node" + std::to_string(i) + ".log", 5);
