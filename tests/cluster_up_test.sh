@@ -83,6 +83,17 @@ check "SIGTERM: every node process is gone" 'sleep 0.2; all_gone "$TMP/up.log"'
 KDIR=$(grep -o 'key and logs in [^ ]*' "$TMP/up.log" | cut -d' ' -f5)
 check "SIGTERM: the temp dir with the key is removed" '[ -n "$KDIR" ] && [ ! -e "$KDIR" ]'
 
+# Ctrl-C (SIGINT) stops it the same way; --dry-run prints the plan and stops everything.
+"$SHOAL" cluster up -m "$MODEL" --nodes 1 --node-mem 96M --no-measure --port 0 \
+  --max-num-seqs 4 --max-model-len 256 > "$TMP/int.log" 2>&1 &
+CPID=$!; PIDS+=($CPID)
+wait_http "$TMP/int.log" $CPID; up=$?
+kill -INT $CPID; wait $CPID; rc=$?
+check "SIGINT: cluster up stops cleanly, its node too" '[ $up -eq 0 ] && [ $rc -eq 0 ] && grep -q "shoal cluster: stopped" "$TMP/int.log" && sleep 0.2 && all_gone "$TMP/int.log"'
+timeout 60 "$SHOAL" cluster up -m "$MODEL" --nodes 2 --node-mem 64M --no-measure --max-num-seqs 4 \
+  --max-model-len 256 --dry-run > "$TMP/dry.log" 2>&1; rc=$?
+check "cluster up --dry-run prints a 2-stage plan and exits 0, no node left" '[ $rc -eq 0 ] && [ $(grep -cE "^ +[0-9]+  node[12] " "$TMP/dry.log") -eq 2 ] && all_gone "$TMP/dry.log"'
+
 # 2. SIGKILL of the cluster process: the nodes die with it (PR_SET_PDEATHSIG).
 "$SHOAL" cluster up -m "$MODEL" --nodes 2 --node-mem 64M --no-measure --port 0 \
   --max-num-seqs 4 --max-model-len 256 > "$TMP/kill.log" 2>&1 &
