@@ -18,8 +18,14 @@ NSA=shoalA$$ NSB=shoalB$$
 PIDS=()
 fails=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails+1)); fi; }
+# Every process started here, also from $(node ...) subshells, which cannot add to PIDS, so
+# they append to $TMP/pids; then whatever still runs inside the namespaces (a namespace lives
+# on, unnamed, while a process is in it).
 cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}" $(cat "$TMP/pids" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+  for ns in "$NSA" "$NSB"; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+  done
   wait 2>/dev/null
   ip netns del "$NSA" 2>/dev/null
   ip netns del "$NSB" 2>/dev/null
@@ -54,7 +60,7 @@ node() {
   local ns=$1 name=$2 host=$3
   ip netns exec "$ns" "$SHOAL" node --listen "$host:0" --model-dir "$TMP/models" \
     --cluster-key-file "$TMP/key" --no-measure -t 1 --name "$name" > "$TMP/$name.log" 2>&1 &
-  PIDS+=($!)
+  echo $! >> "$TMP/pids"
   for _ in $(seq 1 100); do
     local p
     p=$(grep -o "listening on $host:[0-9]*" "$TMP/$name.log" | grep -o '[0-9]*$')
@@ -85,6 +91,7 @@ run() {
     echo "$name: no answer"; tail -3 "$TMP/$name.serve.log"
     echo "bad response" > "$TMP/$name.ids"; echo nan > "$TMP/$name.ms"
     kill -TERM $spid; wait $spid 2>/dev/null
+    stop_nodes
     return
   fi
   # Best of 3 of each: the 2 shared cores (and 1% loss) make single timings jitter by ~0.2 ms.
@@ -97,6 +104,11 @@ print(json.dumps([c['logprobs']['tokens'], c['logprobs']['token_logprobs']]))" >
     || echo "bad response" > "$TMP/$name.ids"
   python3 -c "print(f'{($tn - $t1) * 1000 / $N_TOK:.3f}')" > "$TMP/$name.ms" 2>/dev/null || echo nan > "$TMP/$name.ms"
   kill -TERM $spid; wait $spid 2>/dev/null
+  stop_nodes
+}
+# The nodes of a run serve one assignment each; stop them before the next run.
+stop_nodes() {
+  for p in $(cat "$TMP/pids" 2>/dev/null); do kill -TERM "$p" 2>/dev/null; done
 }
 
 run loopback "$(node "$NSA" l1 127.0.0.1),$(node "$NSA" l2 127.0.0.1)"
