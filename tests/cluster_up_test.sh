@@ -106,6 +106,7 @@ wait_http "$TMP/kill.log" $CPID; up=$?
 check "SIGKILL test: 2 nodes and the API were up" '[ $up -eq 0 ] && [ $(node_pids "$TMP/kill.log" | wc -l) -eq 2 ]'
 kill -9 $CPID; wait $CPID 2>/dev/null
 check "SIGKILL: the nodes do not outlive the cluster process" 'sleep 0.5; all_gone "$TMP/kill.log"'
+rm -rf "$(grep -o 'key and logs in [^ ]*' "$TMP/kill.log" | cut -d' ' -f5)"  # left by SIGKILL
 
 # 3. A node that dies: cluster up says which, stops the others and exits non-zero, promptly.
 "$SHOAL" cluster up -m "$MODEL" --nodes 3 --node-mem 64M --no-measure --port 0 \
