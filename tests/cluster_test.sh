@@ -8,7 +8,8 @@ TMP=$(mktemp -d)
 fails=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails+1)); fi; }
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"; }
+# $(node ...) runs in a subshell, which cannot add to PIDS: it appends to $TMP/pids.
+cleanup() { for p in "${PIDS[@]}" $(cat "$TMP/pids" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"; }
 trap cleanup EXIT
 
 mkdir -p "$TMP/models" "$TMP/empty"
@@ -23,7 +24,7 @@ node() {
   local name=$1; shift
   "$SHOAL" node --listen 127.0.0.1:0 --model-dir "$TMP/models" --cluster-key-file "$TMP/key" \
     --no-measure -t 1 --name "$name" "$@" > "$TMP/$name.log" 2>&1 &
-  PIDS+=($!)
+  echo $! >> "$TMP/pids"
   for _ in $(seq 1 100); do
     local p
     p=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$TMP/$name.log" | grep -o '[0-9]*$')

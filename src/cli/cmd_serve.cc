@@ -6,6 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/serve.h"
+#include "dist/cluster_file.h"
 #include "dist/remote_executor.h"
 #include "io/mapped_file.h"
 #include "planner/model_profile.h"
@@ -14,25 +16,23 @@
 namespace shoal::cli {
 namespace {
 
-struct ServeArgs {
-  std::string model, host = "127.0.0.1", api_key, api_key_file, served_name, chat_template;
-  std::string kv_mem, swap_space, kv_type = "f16";
-  int port = 8080, threads = 0, block_size = 16, max_num_seqs = 64, max_batched = 2048;
-  int max_model_len = 0, drain_timeout = 30;
-  int64_t max_queued = 4096;
-  uint64_t max_body = 8 << 20;
-  bool no_prefix_caching = false;
-  // Pipeline over `shoal node` workers.
-  std::string nodes, cluster_key_file, link_dtype = "f32";
-  bool dry_run = false;
-};
-
 // The cluster side of `serve --nodes`: connect, plan (printed), and with `assign` load layers.
 Result<dist::Cluster> SetUpCluster(const ServeArgs& a, const EngineConfig& cfg,
                                    const gguf::File& file, bool assign, dist::ClusterOptions* co) {
-  if (a.cluster_key_file.empty()) return Errorf("--nodes needs --cluster-key-file");
-  SHOAL_ASSIGN_OR_RETURN(net::ClusterKey key, net::ClusterKey::LoadFile(a.cluster_key_file));
-  co->nodes = SplitList(a.nodes);
+  std::string key_file = a.cluster_key_file, link = a.link_dtype;
+  if (!a.cluster_file.empty()) {
+    if (!a.nodes.empty()) return Errorf("give --nodes or --cluster, not both");
+    SHOAL_ASSIGN_OR_RETURN(dist::ClusterFile cf, dist::LoadClusterFile(a.cluster_file));
+    co->nodes = std::move(cf.nodes);
+    co->overrides = std::move(cf.overrides);
+    if (key_file.empty()) key_file = cf.key_file;
+    if (!a.link_dtype_set && !cf.link_dtype.empty()) link = cf.link_dtype;
+  } else {
+    co->nodes = SplitList(a.nodes);
+  }
+  if (key_file.empty())
+    return Errorf("a cluster needs --cluster-key-file (or key_file in the cluster file)");
+  SHOAL_ASSIGN_OR_RETURN(net::ClusterKey key, net::ClusterKey::LoadFile(key_file));
   const size_t slash = a.model.find_last_of('/');
   co->model_file = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
   co->plan.max_num_seqs = cfg.max_num_seqs;
@@ -40,13 +40,15 @@ Result<dist::Cluster> SetUpCluster(const ServeArgs& a, const EngineConfig& cfg,
   co->plan.block_size = cfg.block_size;
   co->plan.kv_dtype = cfg.kv_dtype;
   co->plan.max_batched_tokens = cfg.max_num_batched_tokens;
-  SHOAL_ASSIGN_OR_RETURN(co->plan.link_dtype, planner::ParseLinkDType(a.link_dtype));
+  SHOAL_ASSIGN_OR_RETURN(co->plan.link_dtype, planner::ParseLinkDType(link));
   co->swap_blocks = cfg.swap_blocks;
   SHOAL_ASSIGN_OR_RETURN(dist::Cluster cl, dist::ConnectAndPlan(*co, file, key));
   std::fprintf(stderr, "%s", planner::FormatPlan(cl.plan).c_str());
   if (assign) SHOAL_RETURN_IF_ERROR(dist::AssignLayers(cl, *co));
   return cl;
 }
+
+}  // namespace
 
 int Serve(const ServeArgs& a) {
   server::ServerConfig sc;
@@ -94,7 +96,8 @@ int Serve(const ServeArgs& a) {
   }
 
   if (a.dry_run) {
-    if (a.nodes.empty()) return Fail(Errorf("--dry-run plans a cluster: give --nodes"));
+    if (a.nodes.empty() && a.cluster_file.empty())
+      return Fail(Errorf("--dry-run plans a cluster: give --nodes or --cluster"));
     auto b = LoadBundle(a.model, false);
     if (!b.ok()) return Fail(b.status());
     auto prof = planner::ProfileFromGguf(*b->file);
@@ -114,7 +117,7 @@ int Serve(const ServeArgs& a) {
   // The model loads while /health already answers 503.
   Bundle bundle;
   std::thread loader([&] {
-    const bool local = a.nodes.empty();
+    const bool local = a.nodes.empty() && a.cluster_file.empty();
     auto b = LoadBundle(a.model, local);
     if (!b.ok()) return srv.SetFailed(b.status());
     bundle = std::move(*b);
@@ -158,9 +161,19 @@ int Serve(const ServeArgs& a) {
                    {"stages", stages},
                    {"predicted_decode_tokens_per_s", cl->plan.decode_tokens_per_s},
                    {"predicted_throughput_tokens_per_s", cl->plan.throughput_tokens_per_s}};
-      m.engine = std::make_unique<Engine>(
-          std::make_unique<dist::RemoteExecutor>(std::move(*cl), hp.n_vocab, hp.n_embd), cfg,
-          blocks, m.eog);
+      std::vector<std::string> names;
+      for (const planner::Stage& st : cl->plan.stages) names.push_back(st.node_name);
+      auto exec = std::make_unique<dist::RemoteExecutor>(std::move(*cl), hp.n_vocab, hp.n_embd);
+      m.stage_metrics = [stats = exec->stage_stats(), names] {
+        std::vector<server::StageMetrics> out;
+        const std::vector<dist::StageLoad> loads = stats->Snapshot();
+        for (size_t i = 0; i < loads.size(); ++i)
+          out.push_back({static_cast<int32_t>(i), i < names.size() ? names[i] : "",
+                         loads[i].busy_fraction, loads[i].tokens_per_s, loads[i].busy_s_total,
+                         loads[i].tokens_total, dist::StageStats::kWindowS});
+        return out;
+      };
+      m.engine = std::make_unique<Engine>(std::move(exec), cfg, blocks, m.eog);
     }
     m.info.name = name;
     m.info.max_model_len = cfg.n_ctx;
@@ -193,8 +206,6 @@ int Serve(const ServeArgs& a) {
   std::fprintf(stderr, "shoal serve: stopped\n");
   return 0;
 }
-
-}  // namespace
 
 void AddServeCommand(CLI::App& app, Runner* runner) {
   auto a = std::make_shared<ServeArgs>();
@@ -235,11 +246,16 @@ void AddServeCommand(CLI::App& app, Runner* runner) {
                   "Run as a pipeline over these `shoal node` workers: HOST:PORT,HOST:PORT,...");
   cmd->add_option("--cluster-key-file", a->cluster_key_file,
                   "Shared cluster key (>= 16 bytes) that authenticates every node link");
-  cmd->add_option("--link-dtype", a->link_dtype,
-                  "Activations between stages: f32 (bit-exact), f16 or q8_0")
-      ->capture_default_str();
-  cmd->add_flag("--dry-run", a->dry_run, "With --nodes: print the plan and exit");
-  cmd->callback([a, runner] { *runner = [a] { return Serve(*a); }; });
+  cmd->add_option("--cluster", a->cluster_file,
+                  "Run as a pipeline over the nodes of this TOML file (see docs/CLUSTER.md)");
+  CLI::Option* link = cmd->add_option("--link-dtype", a->link_dtype,
+                                      "Activations between stages: f32 (bit-exact), f16 or q8_0")
+                          ->capture_default_str();
+  cmd->add_flag("--dry-run", a->dry_run, "With --nodes or --cluster: print the plan and exit");
+  cmd->callback([a, runner, link] {
+    a->link_dtype_set = link->count() > 0;
+    *runner = [a] { return Serve(*a); };
+  });
 }
 
 }  // namespace shoal::cli

@@ -38,16 +38,22 @@ int RunStatus(const StatusArgs& a) {
     std::printf("links %s; predicted %.1f tokens/s single stream, %.1f full pipeline\n",
                 j.value("link_dtype", "?").c_str(), j.value("predicted_decode_tokens_per_s", 0.0),
                 j.value("predicted_throughput_tokens_per_s", 0.0));
-    std::printf("%-6s %-16s %-22s %-10s %12s %12s\n", "stage", "node", "address", "layers",
-                "mem MiB", "limit MiB");
+    std::printf("%-6s %-16s %-22s %-10s %10s %10s %7s %9s\n", "stage", "node", "address", "layers",
+                "mem MiB", "limit MiB", "busy %", "tok/s");
     int i = 0;
     for (const auto& s : j["stages"]) {
       const auto layers = s.value("layers", nlohmann::json::array({0, 0}));
-      std::printf("%-6d %-16s %-22s [%d, %d)%*s %12.1f %12.1f\n", i++, s.value("node", "?").c_str(),
-                  s.value("address", "?").c_str(), layers[0].get<int>(), layers[1].get<int>(), 2,
-                  "", s.value("mem_predicted_bytes", 0.0) / 1048576.0,
-                  s.value("mem_limit_bytes", 0.0) / 1048576.0);
+      const std::string range = "[" + std::to_string(layers[0].get<int>()) + ", " +
+                                std::to_string(layers[1].get<int>()) + ")";
+      std::printf("%-6d %-16s %-22s %-10s %10.1f %10.1f %7.1f %9.1f\n", i++,
+                  s.value("node", "?").c_str(), s.value("address", "?").c_str(), range.c_str(),
+                  s.value("mem_predicted_bytes", 0.0) / 1048576.0,
+                  s.value("mem_limit_bytes", 0.0) / 1048576.0,
+                  100.0 * s.value("busy_fraction", 0.0), s.value("tokens_per_s", 0.0));
     }
+    if (j.contains("load_window_s"))
+      std::printf("(busy %% and tok/s: measured over the last %d s)\n",
+                  j.value("load_window_s", 0));
   }
   return 0;
 }

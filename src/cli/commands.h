@@ -19,6 +19,7 @@ void AddBenchCommand(CLI::App& app, Runner* runner);
 void AddServeCommand(CLI::App& app, Runner* runner);
 void AddNodeCommand(CLI::App& app, Runner* runner);
 void AddStatusCommand(CLI::App& app, Runner* runner);
+void AddClusterCommand(CLI::App& app, Runner* runner);
 // `shoal bench serve`, a subcommand of `bench` (called by AddBenchCommand).
 CLI::App* AddBenchServeCommand(CLI::App& bench, Runner* runner);
 

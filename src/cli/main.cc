@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   shoal::cli::AddServeCommand(app, &runner);
   shoal::cli::AddNodeCommand(app, &runner);
   shoal::cli::AddStatusCommand(app, &runner);
+  shoal::cli::AddClusterCommand(app, &runner);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -266,9 +266,14 @@ void NodeAgent::Impl::ComputeLoop() {
 }
 
 Status NodeAgent::Impl::RunWork(const net::Frame& f) {
+  // This stage's time: everything from decoding the micro-batch to encoding what it sends
+  // (not the wait in the queue, not the send).
+  const auto t0 = std::chrono::steady_clock::now();
   const HParams& hp = model->hparams();
   StepWork w;
-  SHOAL_RETURN_IF_ERROR(DecodeStepWork(f.payload, hp.n_embd, &w));
+  std::vector<uint32_t> times;
+  SHOAL_ASSIGN_OR_RETURN(std::span<const uint8_t> body, SplitStageTimes(f.payload, &times));
+  SHOAL_RETURN_IF_ERROR(DecodeStepWork(body, hp.n_embd, &w));
   const bool first = model->is_first_stage();
   if (first && w.batch.tokens.empty()) return Errorf("stage 0 got no tokens");
   if (!first && w.hidden.empty()) return Errorf("a later stage got no hidden rows");
@@ -291,9 +296,16 @@ Status NodeAgent::Impl::RunWork(const net::Frame& f) {
       model->Forward(w.batch, first ? nullptr : w.hidden.data(), *kv, pool.get(), &out));
   net::Frame r;
   r.tag = f.tag;
+  auto add_time = [&] {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - t0);
+    times.push_back(static_cast<uint32_t>(std::min<int64_t>(us.count(), UINT32_MAX)));
+    AppendStageTimes(times, &r.payload);
+  };
   if (model->is_last_stage()) {
     r.type = net::MsgType::kStepResult;
     r.payload = EncodeLogits(out.logits);
+    add_time();
     return coordinator->Send(r);
   }
   r.type = net::MsgType::kActivations;
@@ -302,6 +314,7 @@ Status NodeAgent::Impl::RunWork(const net::Frame& f) {
   next.batch.tokens.clear();
   next.hidden = std::move(out.hidden);
   SHOAL_RETURN_IF_ERROR(EncodeStepWork(next, link, hp.n_embd, &r.payload));
+  add_time();
   return downstream->Send(r);
 }
 

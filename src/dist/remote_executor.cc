@@ -43,6 +43,14 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
     SHOAL_ASSIGN_OR_RETURN(std::string json, DecodeJoin(j.payload));
     SHOAL_ASSIGN_OR_RETURN(planner::NodeInfo info, planner::NodeInfoFromJson(json));
     info.address = addr;  // the address we reached it by
+    if (cl.infos.size() < opts.overrides.size()) {
+      const NodeOverride& o = opts.overrides[cl.infos.size()];
+      if (!o.name.empty()) info.name = o.name;
+      if (o.mem_limit > 0 && (info.mem_limit == 0 || o.mem_limit < info.mem_limit))
+        info.mem_limit = o.mem_limit;
+      if (o.link_bw > 0) info.link_bw = o.link_bw;
+      if (o.link_latency_s > 0) info.link_latency_s = o.link_latency_s;
+    }
     cl.infos.push_back(std::move(info));
     cl.conns.push_back(std::move(conn));
   }
@@ -80,7 +88,10 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
 }
 
 RemoteExecutor::RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd)
-    : cluster_(std::move(cluster)), n_vocab_(n_vocab), n_embd_(n_embd) {}
+    : cluster_(std::move(cluster)), n_vocab_(n_vocab), n_embd_(n_embd) {
+  static const SteadyClock clock;  // outlives every StageStats, which may outlive this
+  stats_ = std::make_shared<StageStats>(cluster_.plan.stages.size(), &clock);
+}
 
 Status RemoteExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
                                   std::span<const BlockCopy> copies,
@@ -101,6 +112,7 @@ Status RemoteExecutor::Run(const Batch& batch, std::vector<float>* logits) {
   const size_t n_chunks = batch.chunks.size();
   const size_t n_mb = std::max<size_t>(1, std::min(n_chunks, n_stages));
   std::vector<size_t> out_counts;
+  std::vector<int64_t> mb_rows;
   size_t chunk = 0;
   for (size_t m = 0; m < n_mb; ++m) {
     const size_t c1 = n_chunks * (m + 1) / n_mb;
@@ -121,16 +133,19 @@ Status RemoteExecutor::Run(const Batch& batch, std::vector<float>* logits) {
     for (int32_t r : batch.out_rows)
       if (r >= row_base && r < row_end) w.batch.out_rows.push_back(r - row_base);
     out_counts.push_back(w.batch.out_rows.size());
+    mb_rows.push_back(row_end - row_base);
     net::Frame f;
     f.type = net::MsgType::kStepCommand;
     f.tag = net::DataTag{m, 1, step_};
     SHOAL_RETURN_IF_ERROR(EncodeStepWork(w, cluster_.plan.config.link_dtype, n_embd_, &f.payload));
+    AppendStageTimes({}, &f.payload);
     SHOAL_RETURN_IF_ERROR(cluster_.conns[cluster_.plan.stages[0].node]->Send(f));
     chunk = c1;
   }
   logits->clear();
   net::Conn& last = *cluster_.conns[cluster_.plan.stages[n_stages - 1].node];
   std::vector<float> part;
+  std::vector<uint32_t> stage_us;
   for (size_t m = 0; m < n_mb; ++m) {
     for (;;) {
       auto f = last.Recv(kStepTimeoutMs);
@@ -141,8 +156,11 @@ Status RemoteExecutor::Run(const Batch& batch, std::vector<float>* logits) {
       if ((*f)->tag.step != step_ || (*f)->tag.request_id != m)
         return Errorf("step {}: result out of order (step {}, micro-batch {})", step_,
                       (*f)->tag.step, (*f)->tag.request_id);
+      SHOAL_ASSIGN_OR_RETURN(std::span<const uint8_t> body,
+                             SplitStageTimes((*f)->payload, &stage_us));
       SHOAL_RETURN_IF_ERROR(
-          DecodeLogits((*f)->payload, out_counts[m] * static_cast<size_t>(n_vocab_), &part));
+          DecodeLogits(body, out_counts[m] * static_cast<size_t>(n_vocab_), &part));
+      stats_->Record(stage_us, mb_rows[m]);
       logits->insert(logits->end(), part.begin(), part.end());
       break;
     }

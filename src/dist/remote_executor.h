@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "dist/cluster_file.h"
+#include "dist/stage_stats.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "net/auth.h"
@@ -16,9 +18,10 @@
 namespace shoal::dist {
 
 struct ClusterOptions {
-  std::vector<std::string> nodes;  // "host:port", in pipeline order
-  std::string model_file;          // file name the nodes find in their --model-dir
-  planner::PlanConfig plan;        // sizes (max seqs, length, block size, KV and link types)
+  std::vector<std::string> nodes;       // "host:port", in pipeline order
+  std::vector<NodeOverride> overrides;  // [node] (may be shorter): name, memory cap, link
+  std::string model_file;               // file name the nodes find in their --model-dir
+  planner::PlanConfig plan;             // sizes (max seqs, length, block size, KV and link types)
   int32_t swap_blocks = 0;
   int64_t connect_timeout_ms = 10'000;
 };
@@ -50,9 +53,12 @@ class RemoteExecutor final : public Executor {
   Status Run(const Batch& batch, std::vector<float>* logits) override;
   Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
                     std::span<const BlockCopy> swap_in) override;
+  // Measured per-stage load (thread-safe; outlives the executor when held).
+  std::shared_ptr<StageStats> stage_stats() const { return stats_; }
 
  private:
   Cluster cluster_;
+  std::shared_ptr<StageStats> stats_;
   int64_t n_vocab_, n_embd_;
   uint64_t step_ = 0;
   std::vector<BlockCopy> swap_out_, copies_, swap_in_;

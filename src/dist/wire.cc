@@ -256,4 +256,25 @@ Status DecodeLogits(std::span<const uint8_t> payload, size_t expected, std::vect
   return Status::Ok();
 }
 
+void AppendStageTimes(std::span<const uint32_t> us, std::vector<uint8_t>* out) {
+  ByteWriter b(out);
+  for (uint32_t t : us) b.U32(t);
+  b.U32(static_cast<uint32_t>(us.size()));
+}
+
+Result<std::span<const uint8_t>> SplitStageTimes(std::span<const uint8_t> payload,
+                                                 std::vector<uint32_t>* us) {
+  if (payload.size() < 4) return Errorf("payload too short for its stage times");
+  uint32_t n = 0;
+  ByteReader tail(payload.subspan(payload.size() - 4));
+  SHOAL_RETURN_IF_ERROR(tail.U32(&n, "stage time count"));
+  if (n > kMaxStageTimes || (payload.size() - 4) / 4 < n)
+    return Errorf("bad stage time count {}", n);
+  const size_t body = payload.size() - 4 - 4 * static_cast<size_t>(n);
+  ByteReader r(payload.subspan(body, 4 * static_cast<size_t>(n)));
+  us->resize(n);
+  for (uint32_t& t : *us) SHOAL_RETURN_IF_ERROR(r.U32(&t, "stage time"));
+  return payload.subspan(0, body);
+}
+
 }  // namespace shoal::dist

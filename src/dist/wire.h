@@ -65,4 +65,13 @@ Status DecodeStepWork(std::span<const uint8_t> payload, int64_t n_embd, StepWork
 std::vector<uint8_t> EncodeLogits(std::span<const float> logits);
 Status DecodeLogits(std::span<const uint8_t> payload, size_t expected, std::vector<float>* out);
 
+// Stage compute times ride at the end of every step-command, activations and step-result
+// payload: each stage appends the microseconds it spent on the micro-batch, so the last
+// stage's result tells the coordinator every stage's time. Layout: n x u32, then u32 n.
+inline constexpr uint32_t kMaxStageTimes = 4096;
+void AppendStageTimes(std::span<const uint32_t> us, std::vector<uint8_t>* out);
+// Splits the trailer off: returns the body before it and fills *us.
+Result<std::span<const uint8_t>> SplitStageTimes(std::span<const uint8_t> payload,
+                                                 std::vector<uint32_t>* us);
+
 }  // namespace shoal::dist

@@ -46,12 +46,13 @@ Tables BuildTables(const ModelProfile& p, const std::vector<NodeInfo>& nodes, co
   for (int32_t i = 0; i < t.N; ++i) {
     const NodeInfo& n = nodes[static_cast<size_t>(i)];
     NodeCosts nc;
-    // A one-layer range with this node's first/last role (N <= L makes these ranges valid).
+    // A range with this node's first/last role (N <= L makes these ranges valid): one layer,
+    // or all of them for a single node, which is both first and last.
     const int32_t s0 = i == 0 ? 0 : (i == t.N - 1 ? t.L - 1 : 1);
-    nc.fixed_mem =
-        EstimateStageMemory(p, n, c, s0, s0 + 1).total() -
-        (t.mem_prefix[static_cast<size_t>(s0) + 1] - t.mem_prefix[static_cast<size_t>(s0)]);
-    nc.fixed_time = c.balance == Balance::kDecode ? ExtrasDecodeSeconds(p, n, s0, s0 + 1) : 0;
+    const int32_t e0 = t.N == 1 ? t.L : s0 + 1;
+    nc.fixed_mem = EstimateStageMemory(p, n, c, s0, e0).total() -
+                   (t.mem_prefix[static_cast<size_t>(e0)] - t.mem_prefix[static_cast<size_t>(s0)]);
+    nc.fixed_time = c.balance == Balance::kDecode ? ExtrasDecodeSeconds(p, n, s0, e0) : 0;
     nc.time_prefix.assign(static_cast<size_t>(t.L) + 1, 0);
     for (int32_t l = 0; l < t.L; ++l) {
       const double lt = c.balance == Balance::kDecode ? LayerDecodeSeconds(p, n, c, l)

@@ -123,6 +123,20 @@ TEST(PlanTest, MemoryLimitOverridesSpeed) {
   EXPECT_EQ(Counts(*plan)[0], 10) << FormatPlan(*plan);
 }
 
+TEST(PlanTest, OneNodeIsFirstAndLastStage) {
+  // A single node holds both ends (embedding and output head, no rows sent on): a limit of
+  // exactly that total fits, one byte less does not.
+  const ModelProfile p = DeepNarrow();
+  PlanConfig c;
+  const uint64_t need = EstimateStageMemory(p, Node("x", kGiB), c, 0, p.n_layer()).total();
+  const std::vector<NodeInfo> exact = {Node("one", need)};
+  auto plan = MakePlan(p, exact, c);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  CheckPlan(*plan, p, exact);
+  EXPECT_EQ(plan->stages[0].mem.total(), need);
+  EXPECT_FALSE(MakePlan(p, {Node("one", need - 1)}, c).ok());
+}
+
 TEST(PlanTest, ImpossiblePlanReportsShortfallPerNode) {
   const ModelProfile p = TinyLlamaQ4();
   PlanConfig c;

@@ -64,7 +64,26 @@ void Metrics::ObserveE2e(double s) {
   e2e_.Observe(s);
 }
 
-std::string Metrics::Render(const EngineStats& es, int64_t waiting_extra) const {
+namespace {
+
+// A Prometheus label value: backslash, quote and newline escaped.
+std::string LabelValue(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Metrics::Render(const EngineStats& es, int64_t waiting_extra,
+                            std::span<const StageMetrics> stages) const {
   std::lock_guard<std::mutex> lk(mu_);
   const std::string lab = fmt::format("model_name=\"{}\"", model_);
   std::string out;
@@ -105,6 +124,25 @@ std::string Metrics::Render(const EngineStats& es, int64_t waiting_extra) const 
   family("vllm:e2e_request_latency_seconds", "histogram",
          "Histogram of end-to-end request latency.");
   e2e_.Render("vllm:e2e_request_latency_seconds", lab, &out);
+  if (stages.empty()) return out;
+  const int32_t window = stages.front().window_s;
+  auto per_stage = [&](const char* name, const char* type, const std::string& help, auto get) {
+    family(name, type, help.c_str());
+    for (const StageMetrics& st : stages)
+      out += fmt::format("{}{{{},stage=\"{}\",node=\"{}\"}} {}\n", name, lab, st.stage,
+                         LabelValue(st.node), get(st));
+  };
+  per_stage("shoal_stage_busy_fraction", "gauge",
+            fmt::format("Fraction of the last {} s a pipeline stage spent computing.", window),
+            [](const StageMetrics& st) { return st.busy_fraction; });
+  per_stage("shoal_stage_tokens_per_second", "gauge",
+            fmt::format("Tokens a pipeline stage computed per second over the last {} s.", window),
+            [](const StageMetrics& st) { return st.tokens_per_s; });
+  per_stage("shoal_stage_busy_seconds_total", "counter",
+            "Seconds a pipeline stage spent computing.",
+            [](const StageMetrics& st) { return st.busy_seconds_total; });
+  per_stage("shoal_stage_tokens_total", "counter", "Tokens a pipeline stage computed.",
+            [](const StageMetrics& st) { return st.tokens_total; });
   return out;
 }
 

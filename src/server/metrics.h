@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,17 @@ class Histogram {
   int64_t count_ = 0;
 };
 
+// One pipeline stage's measured load (dist measures it; the CLI hands it over).
+struct StageMetrics {
+  int32_t stage = 0;
+  std::string node;
+  double busy_fraction = 0;  // over the window below
+  double tokens_per_s = 0;
+  double busy_seconds_total = 0;
+  int64_t tokens_total = 0;
+  int32_t window_s = 0;
+};
+
 // Server-side counters (requests, tokens, latencies) plus the engine's gauges at render time.
 // Thread-safe.
 class Metrics {
@@ -40,8 +52,9 @@ class Metrics {
   void ObserveItl(double seconds);
   void ObserveE2e(double seconds);
 
-  // The Prometheus text exposition (format 0.0.4).
-  std::string Render(const EngineStats& engine, int64_t waiting_extra) const;
+  // The Prometheus text exposition (format 0.0.4); `stages` adds the shoal_stage_* families.
+  std::string Render(const EngineStats& engine, int64_t waiting_extra,
+                     std::span<const StageMetrics> stages = {}) const;
 
  private:
   std::string model_;

@@ -177,5 +177,27 @@ TEST(MetricsTest, RendersVllmNamesAndCumulativeBuckets) {
             std::string::npos);
 }
 
+TEST(MetricsTest, RendersStageLoadWithEscapedNodeNames) {
+  Metrics m("mod");
+  EXPECT_EQ(m.Render(EngineStats{}, 0).find("shoal_stage"), std::string::npos);
+  const StageMetrics st[] = {{0, "a\"b\\c", 0.25, 100.5, 3.5, 42, 10},
+                             {1, "n2", 1.0, 100.5, 7.0, 42, 10}};
+  const std::string t = m.Render(EngineStats{}, 0, st);
+  EXPECT_NE(t.find("# TYPE shoal_stage_busy_fraction gauge\n"), std::string::npos);
+  EXPECT_NE(t.find("shoal_stage_busy_fraction{model_name=\"mod\",stage=\"0\",node=\"a\\\"b\\\\c\"} "
+                   "0.25\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("shoal_stage_busy_fraction{model_name=\"mod\",stage=\"1\",node=\"n2\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(
+      t.find("shoal_stage_tokens_per_second{model_name=\"mod\",stage=\"1\",node=\"n2\"} 100.5\n"),
+      std::string::npos);
+  EXPECT_NE(t.find("# TYPE shoal_stage_busy_seconds_total counter\n"), std::string::npos);
+  EXPECT_NE(
+      t.find("shoal_stage_tokens_total{model_name=\"mod\",stage=\"0\",node=\"a\\\"b\\\\c\"} 42\n"),
+      std::string::npos);
+  EXPECT_NE(t.find("last 10 s"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace shoal::server

@@ -124,8 +124,10 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   }
   if (path == "/metrics") {
     const EngineStats es = loop_ ? loop_->stats() : EngineStats{};
+    std::vector<StageMetrics> stages;
+    if (ready_ && model_.stage_metrics) stages = model_.stage_metrics();
     ex->Respond(200, "text/plain; version=0.0.4; charset=utf-8",
-                metrics_->Render(es, loop_ ? loop_->n_pending() : 0));
+                metrics_->Render(es, loop_ ? loop_->n_pending() : 0, stages));
     return;
   }
   if (path.rfind("/v1/", 0) == 0 && !cfg_.api_key.empty()) {
@@ -189,6 +191,17 @@ void Server::HandleCluster(std::shared_ptr<HttpExchange> ex) {
   c["kv_cache_usage"] = es.kv_usage;
   c["generation_tokens_total"] = es.generation_tokens_total;
   c["uptime_s"] = UnixNow() - created_;
+  if (model_.stage_metrics && c.contains("stages") && c["stages"].is_array()) {
+    const std::vector<StageMetrics> sm = model_.stage_metrics();
+    for (size_t i = 0; i < sm.size() && i < c["stages"].size(); ++i) {
+      Json& st = c["stages"][i];
+      st["busy_fraction"] = sm[i].busy_fraction;
+      st["tokens_per_s"] = sm[i].tokens_per_s;
+      st["busy_seconds_total"] = sm[i].busy_seconds_total;
+      st["tokens_total"] = sm[i].tokens_total;
+    }
+    if (!sm.empty()) c["load_window_s"] = sm.front().window_s;
+  }
   ex->Respond(200, kJson, DumpJson(c));
 }
 

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -33,6 +34,8 @@ struct ServedModel {
   std::vector<int32_t> eog;
   nlohmann::json meta;     // extra fields for /v1/models (n_params, n_ctx_train, ...)
   nlohmann::json cluster;  // GET /v1/cluster: the stages (one local stage when not distributed)
+  // Measured per-stage load of a pipeline (called on the io thread; empty when local).
+  std::function<std::vector<StageMetrics>()> stage_metrics;
 };
 
 class Server {

@@ -1,0 +1,27 @@
+// `shoal serve`'s options and entry point, shared with `shoal cluster up` (which starts the
+// nodes and then serves in the foreground).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace shoal::cli {
+
+struct ServeArgs {
+  std::string model, host = "127.0.0.1", api_key, api_key_file, served_name, chat_template;
+  std::string kv_mem, swap_space, kv_type = "f16";
+  int port = 8080, threads = 0, block_size = 16, max_num_seqs = 64, max_batched = 2048;
+  int max_model_len = 0, drain_timeout = 30;
+  int64_t max_queued = 4096;
+  uint64_t max_body = 8 << 20;
+  bool no_prefix_caching = false;
+  // Pipeline over `shoal node` workers: --nodes, or a --cluster TOML file (docs/CLUSTER.md).
+  std::string nodes, cluster_file, cluster_key_file, link_dtype = "f32";
+  bool link_dtype_set = false;  // --link-dtype given: it overrides the cluster file's
+  bool dry_run = false;
+};
+
+// Runs the server until SIGTERM/SIGINT; returns the process exit code.
+int Serve(const ServeArgs& a);
+
+}  // namespace shoal::cli
