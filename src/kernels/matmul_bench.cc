@@ -1,4 +1,4 @@
-// Micro-benchmark of MatMul at 2048 x 2048 for F32, F16, Q8_0, Q4_0, Q4_K and Q6_K: matvec
+// Micro-benchmark of MatMul at 2048 x 2048 for every weight type (F32 ... MXFP4): matvec
 // (1 token) and batches of 4 to 256 tokens on 1 and 2 threads. Counters: GB/s of weights read
 // (bytes of the matrix per call / time) and GFLOP/s (2 * rows * cols * tokens / time).
 #include <benchmark/benchmark.h>
@@ -14,8 +14,9 @@ namespace shoal::kernels {
 namespace {
 
 constexpr int64_t kRows = 2048, kCols = 2048;
-constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kQ8_0,
-                            DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                            DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K,
+                            DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
 
 struct Fixture {
   std::vector<uint8_t> weights;

@@ -198,6 +198,7 @@ const internal::SimdKernels* GetKernels() {
 #if SHOAL_HAVE_X86_512
     // The decode matvec on 512-bit registers (same bits as the 256-bit kernels above).
     k.dot_q4_k = &DotQ4_KQ8_K_512;
+    k.dot_q5_k = &DotQ5_KQ8_K_512;
     k.dot_q6_k = &DotQ6_KQ8_K_512;
 #endif
 #if HWY_TARGET == HWY_AVX3_DL

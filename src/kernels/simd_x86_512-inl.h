@@ -104,25 +104,67 @@ HWY_INLINE __m256i Transpose8Sum(const __m256i* v) {
                           _mm256_permute2x128_si256(q0, q1, 0x31));
 }
 
-// One Q4_K super-block against one Q8_K block: the 8 lanes summing to isum = sum_j sc_j sum_32
-// q4 q8 (maddubs pairs, then dpwssd by the scale) and the 8 lanes summing to summ = sum_j m_j
-// (bsum_2j + bsum_2j+1).
-HWY_INLINE void Q4_KSums(const uint8_t* bw, const uint8_t* bx, const __m512i* sc_idx, __m256i* is,
-                         __m256i* ms) {
-  namespace q4k = internal::q4_k;
+// Q4_K and Q5_K layouts (same d, dmin and scales; Q5_K adds qh, the fifth bits).
+struct Q4KLayout {
+  static constexpr int kBytes = internal::q4_k::kBytes, kD = internal::q4_k::kD;
+  static constexpr int kScales = internal::q4_k::kScales, kQs = internal::q4_k::kQs;
+  static constexpr bool kFifthBit = false;
+  static constexpr int kQh = 0;
+};
+struct Q5KLayout {
+  static constexpr int kBytes = internal::q5_k::kBytes, kD = internal::q5_k::kD;
+  static constexpr int kScales = internal::q5_k::kScales, kQs = internal::q5_k::kQs;
+  static constexpr bool kFifthBit = true;
+  static constexpr int kQh = internal::q5_k::kQh;
+};
+static_assert(internal::q4_k::kDmin == internal::q4_k::kD + 2 &&
+              internal::q5_k::kDmin == internal::q5_k::kD + 2);
+
+// q | (bit j of qh[l]) << 4 for the 64 elements of sub-blocks j0 (bytes 0..31: element l) and
+// j0 + 1 (bytes 32..63), qh broadcast to both halves. A 64-bit lane shift by s <= 4 left or
+// right keeps bit 4 of each byte from the same byte, so one shift and a mask place the bit.
+HWY_INLINE __m512i FifthBit(__m512i q, __m512i qh2, int j0) {
+  const __m512i m10 = _mm512_set1_epi8(0x10);
+  // Sub-block j's bit goes from bit j to bit 4: left by 4 - j (j <= 4) or right by j - 4.
+  const auto shift = [&](int lo_j, int hi_j) {
+    const __m512i lo = _mm512_set1_epi64(lo_j <= 4 ? 4 - lo_j : 0);
+    const __m512i hi = _mm512_set1_epi64(hi_j <= 4 ? 4 - hi_j : 0);
+    const __m512i l = _mm512_mask_blend_epi64(0xF0, lo, hi);
+    const __m512i rlo = _mm512_set1_epi64(lo_j > 4 ? lo_j - 4 : 0);
+    const __m512i rhi = _mm512_set1_epi64(hi_j > 4 ? hi_j - 4 : 0);
+    const __m512i r = _mm512_mask_blend_epi64(0xF0, rlo, rhi);
+    return _mm512_srlv_epi64(_mm512_sllv_epi64(qh2, l), r);
+  };
+  return _mm512_or_si512(q, _mm512_and_si512(shift(j0, j0 + 1), m10));
+}
+
+// One Q4_K (or Q5_K) super-block against one Q8_K block: the 8 lanes summing to isum = sum_j
+// sc_j sum_32 q q8 (maddubs pairs, then dpwssd by the scale) and the 8 lanes summing to summ =
+// sum_j m_j (bsum_2j + bsum_2j+1).
+template <class L>
+HWY_INLINE void Q45_KSums(const uint8_t* bw, const uint8_t* bx, const __m512i* sc_idx, __m256i* is,
+                          __m256i* ms) {
   namespace q8k = internal::q8_k;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m128i sm = ScalesMinsK4(bw + q4k::kScales);
+  const __m128i sm = ScalesMinsK4(bw + L::kScales);
+  __m512i qh2 = _mm512_setzero_si512();
+  if constexpr (L::kFifthBit) {
+    qh2 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bw + L::kQh)));
+  }
   const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));  // scales, int16
   __m512i acc = _mm512_setzero_si512();
   for (int h = 0; h < 2; ++h) {
     // 64 bytes = groups 2h and 2h + 1: low nibbles are sub-blocks 4h and 4h + 2, high ones
     // 4h + 1 and 4h + 3; pair them up in element order [4h, 4h + 1], [4h + 2, 4h + 3].
-    const __m512i bytes = _mm512_loadu_si512(bw + q4k::kQs + 64 * h);
+    const __m512i bytes = _mm512_loadu_si512(bw + L::kQs + 64 * h);
     const __m512i lo = _mm512_and_si512(bytes, m4);
     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), m4);
-    const __m512i q0 = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
-    const __m512i q1 = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+    __m512i q0 = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+    __m512i q1 = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+    if constexpr (L::kFifthBit) {
+      q0 = FifthBit(q0, qh2, 4 * h);
+      q1 = FifthBit(q1, qh2, 4 * h + 2);
+    }
     const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(bx + q8k::kQs + 128 * h));
     const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(bx + q8k::kQs + 128 * h + 64));
     acc = DpWssd(acc, p0, _mm512_permutexvar_epi16(sc_idx[2 * h], sc16));
@@ -135,12 +177,12 @@ HWY_INLINE void Q4_KSums(const uint8_t* bw, const uint8_t* bx, const __m512i* sc
                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bx + q8k::kBsums)));
 }
 
-// Q4_K x Q8_K, one activation row: lane b % 8 += d * isum - dmin * summ (d = d_x * d_w, dmin =
-// d_x * dmin_w), as internal::DotQ4_K. Eight super-blocks at a time share one transpose of
-// their sums and one vector of float math (a sum and scalar float chain per super-block cost
-// 40% of the kernel); the rest one by one.
-HWY_INLINE float DotQ4_K(const uint8_t* w, const uint8_t* x, int64_t n) {
-  namespace q4k = internal::q4_k;
+// Q4_K (Q5_K) x Q8_K, one activation row: lane b % 8 += d * isum - dmin * summ (d = d_x * d_w, dmin
+// = d_x * dmin_w), as internal::DotQ4_K. Eight super-blocks at a time share one transpose of their
+// sums and one vector of float math (a sum and scalar float chain per super-block cost 40% of the
+// kernel); the rest one by one.
+template <class L>
+HWY_INLINE float DotQ45_K(const uint8_t* w, const uint8_t* x, int64_t n) {
   namespace q8k = internal::q8_k;
   // int16 lane i of scale vector k takes scale 2k (i < 16) or 2k + 1 (i >= 16).
   __m512i sc_idx[4];
@@ -159,10 +201,10 @@ HWY_INLINE float DotQ4_K(const uint8_t* w, const uint8_t* x, int64_t n) {
     alignas(32) uint32_t dm[kBlockLanes];
     alignas(32) float yd[kBlockLanes];
     for (int k = 0; k < kBlockLanes; ++k) {
-      const uint8_t* bw = w + (b + k) * q4k::kBytes;
+      const uint8_t* bw = w + (b + k) * L::kBytes;
       const uint8_t* bx = x + (b + k) * q8k::kBytes;
-      Q4_KSums(bw, bx, sc_idx, &is[k], &ms[k]);
-      dm[k] = internal::LoadU32(bw + q4k::kD);  // d, then dmin (kDmin = kD + 2)
+      Q45_KSums<L>(bw, bx, sc_idx, &is[k], &ms[k]);
+      dm[k] = internal::LoadU32(bw + L::kD);  // d, then dmin (kDmin = kD + 2)
       yd[k] = internal::LoadF32(bx + q8k::kD);
     }
     const __m256i isum = Transpose8Sum(is), summ = Transpose8Sum(ms);
@@ -178,15 +220,15 @@ HWY_INLINE float DotQ4_K(const uint8_t* w, const uint8_t* x, int64_t n) {
   alignas(32) float lanes[kBlockLanes];
   _mm256_store_ps(lanes, acc);
   for (; b < nsb; ++b) {
-    const uint8_t* bw = w + b * q4k::kBytes;
+    const uint8_t* bw = w + b * L::kBytes;
     const uint8_t* bx = x + b * q8k::kBytes;
     __m256i is, ms;
-    Q4_KSums(bw, bx, sc_idx, &is, &ms);
+    Q45_KSums<L>(bw, bx, sc_idx, &is, &ms);
     int32_t isum, summ;
     Hsum8x2(is, ms, &isum, &summ);
     const float yd = internal::LoadF32(bx + q8k::kD);
-    const float d = yd * Half(bw + q4k::kD);
-    const float dmin = yd * Half(bw + q4k::kDmin);
+    const float d = yd * Half(bw + L::kD);
+    const float dmin = yd * Half(bw + L::kD + 2);
     lanes[b % kBlockLanes] += d * static_cast<float>(isum) - dmin * static_cast<float>(summ);
   }
   return internal::SumBlockLanes(lanes);
@@ -331,7 +373,12 @@ HWY_INLINE float DotQ4_0Prepared(const uint8_t* w, const internal::PreparedQ8_0&
 }  // namespace x512
 
 float DotQ4_KQ8_K_512(const void* w, const void* x, int64_t n) {
-  return x512::DotQ4_K(static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(x), n);
+  return x512::DotQ45_K<x512::Q4KLayout>(static_cast<const uint8_t*>(w),
+                                         static_cast<const uint8_t*>(x), n);
+}
+float DotQ5_KQ8_K_512(const void* w, const void* x, int64_t n) {
+  return x512::DotQ45_K<x512::Q5KLayout>(static_cast<const uint8_t*>(w),
+                                         static_cast<const uint8_t*>(x), n);
 }
 float DotQ6_KQ8_K_512(const void* w, const void* x, int64_t n) {
   return x512::DotQ6_K(static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(x), n);
