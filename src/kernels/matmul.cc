@@ -55,7 +55,10 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
   const bool use_xd = dot_xd != nullptr && dot4_xd != nullptr && xt == DType::kQ8_0 && !tiled;
   // Single-row kernels that want the activations re-laid out (once per token, here).
   const internal::SimdDotPreparedFn dot_prep =
-      use_xd ? internal::SimdDotPreparedFor(internal::BestSimdKernels(), w.type) : nullptr;
+      xt == DType::kQ8_0 && !tiled
+          ? internal::SimdDotPreparedFor(internal::BestSimdKernels(), w.type)
+          : nullptr;
+  const bool need_xd = use_xd || dot_prep != nullptr;  // float activation scales per block
   const int64_t nb = w.cols / internal::kQK;
   const int64_t xp_stride = internal::PreparedQ8_0Bytes(w.cols);
   const float* xd = nullptr;
@@ -68,7 +71,7 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
     const uint64_t need = *xrow * static_cast<uint64_t>(n_tokens);
     if (scratch->xq.size() < need) scratch->xq.resize(need);
     uint8_t* buf = scratch->xq.data();
-    if (use_xd && scratch->xd.size() < static_cast<size_t>(nb * n_tokens))
+    if (need_xd && scratch->xd.size() < static_cast<size_t>(nb * n_tokens))
       scratch->xd.resize(static_cast<size_t>(nb * n_tokens));
     float* xd_buf = scratch->xd.data();
     if (dot_prep != nullptr) {
@@ -100,7 +103,7 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
     }
     xq = buf;
     xq_stride = *xrow;
-    if (use_xd) xd = xd_buf;
+    if (need_xd) xd = xd_buf;
   }
   if (tiled) {
     internal::MatMulTiled(w, xq, xq_stride, n_tokens, y, ldy, pool, scratch);
@@ -118,11 +121,11 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
           const void* xs[4];
           for (int j = 0; j < 4; ++j) xs[j] = xq + static_cast<uint64_t>(t + j) * xq_stride;
           const float* xds[4];
-          for (int j = 0; j < 4; ++j) xds[j] = xd != nullptr ? xd + (t + j) * nb : nullptr;
+          for (int j = 0; j < 4; ++j) xds[j] = use_xd ? xd + (t + j) * nb : nullptr;
           for (int64_t r = rt; r < rt1; ++r) {
             float out[4];
             const uint8_t* wr = w.data + static_cast<uint64_t>(r) * w.row_bytes;
-            if (xd != nullptr) {
+            if (use_xd) {
               dot4_xd(wr, xs, xds, w.cols, out);
             } else {
               dot4(wr, xs, w.cols, out);
@@ -138,7 +141,7 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
                                             scratch->xs8.data() + t * nb};
             for (int64_t r = rt; r < rt1; ++r)
               yt[r] = dot_prep(w.data + static_cast<uint64_t>(r) * w.row_bytes, xp, w.cols);
-          } else if (xd != nullptr) {
+          } else if (use_xd) {
             const float* xdt = xd + t * nb;
             for (int64_t r = rt; r < rt1; ++r)
               yt[r] = dot_xd(w.data + static_cast<uint64_t>(r) * w.row_bytes, xt_row, xdt, w.cols);

@@ -141,7 +141,9 @@ internal::SimdDot4XdFn internal::SimdDot4XdFor(const internal::SimdKernels& k, D
 }
 
 internal::SimdDotPreparedFn internal::SimdDotPreparedFor(const internal::SimdKernels& k, DType wt) {
-  return wt == DType::kQ4_0 ? k.dot_prepared_q4_0 : nullptr;
+  if (wt == DType::kQ4_0) return k.dot_prepared_q4_0;
+  if (wt == DType::kMXFP4) return k.dot_prepared_mxfp4;
+  return nullptr;
 }
 
 void internal::PrepareQ8_0x8(const uint8_t* row, int64_t n, int8_t* qs, float* d, int32_t* s8) {

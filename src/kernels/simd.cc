@@ -20,8 +20,10 @@
 #include "kernels/quant_internal.h"
 #include "kernels/simd.h"
 #include "kernels/simd_x86-inl.h"
-#include "kernels/simd_x86_512-inl.h"
 #include "kernels/simd_x86_more-inl.h"
+
+// After the 256-bit kernels, whose block formats it reuses for tails.
+#include "kernels/simd_x86_512-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace shoal::kernels::HWY_NAMESPACE {
@@ -203,6 +205,7 @@ const internal::SimdKernels* GetKernels() {
 #endif
 #if HWY_TARGET == HWY_AVX3_DL
     k.dot_prepared_q4_0 = &DotPreparedQ4_0Q8_0_512;
+    k.dot_prepared_mxfp4 = &DotPreparedMxfp4Q8_0_512;
 #endif
     return k;
   }();

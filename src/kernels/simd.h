@@ -20,10 +20,10 @@ using SimdDotXdFn = float (*)(const void* w, const void* x, const float* xd, int
 using SimdDot4XdFn = void (*)(const void* w, const void* const* x, const float* const* xd,
                               int64_t n, float* out);
 
-// One Q8_0 activation row re-laid out for the single-row Q4_0 kernel (PrepareQ8_0x8): for each
-// group of 8 blocks, 256 bytes: [elements 0..15 of blocks 0..3 | elements 16..31 of blocks 0..3
-// | the same for blocks 4..7]; each block's scale as a float; 8 x the sum of its quants. Blocks
-// past the last whole group are read from `row`, the plain Q8_0 row.
+// One Q8_0 activation row re-laid out for the single-row Q4_0 and MXFP4 kernels (PrepareQ8_0x8):
+// for each group of 8 blocks, 256 bytes: [elements 0..15 of blocks 0..3 | elements 16..31 of blocks
+// 0..3 | the same for blocks 4..7]; each block's scale as a float; 8 x the sum of its quants.
+// Blocks past the last whole group are read from `row`, the plain Q8_0 row.
 struct PreparedQ8_0 {
   const uint8_t* row = nullptr;
   const int8_t* qs = nullptr;   // [n / 256][256]
@@ -65,9 +65,10 @@ struct SimdKernels {
   SimdDotXdFn dot_xd_q4_0 = nullptr;
   SimdDot4XdFn dot4_xd_q8_0 = nullptr;
   SimdDot4XdFn dot4_xd_q4_0 = nullptr;
-  SimdDotPreparedFn dot_prepared_q4_0 = nullptr;  // Q4_0 x PreparedQ8_0 (decode matvec)
-  SimdQuantizeFn quantize_q8_0 = nullptr;         // activation quantizer (x86 AVX semantics)
-  SimdQuantizeFn quantize_q8_k = nullptr;         // K-quant activation quantizer (AVX-512 targets)
+  SimdDotPreparedFn dot_prepared_q4_0 = nullptr;   // Q4_0 x PreparedQ8_0 (decode matvec)
+  SimdDotPreparedFn dot_prepared_mxfp4 = nullptr;  // MXFP4 x PreparedQ8_0
+  SimdQuantizeFn quantize_q8_0 = nullptr;          // activation quantizer (x86 AVX semantics)
+  SimdQuantizeFn quantize_q8_k = nullptr;          // K-quant activation quantizer (AVX-512 targets)
 };
 
 // The best target this CPU supports (chosen once, thread-safe).

@@ -313,34 +313,79 @@ HWY_INLINE float DotQ6_K(const uint8_t* w, const uint8_t* x, int64_t n) {
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
-// Q4_0 x Q8_0 against activations laid out by PrepareQ8_0x8 (simd.h), 8 blocks per step: per 4
-// blocks, one two-table byte permute gathers their 64 nibble bytes (skipping the scales), the
-// low and high nibbles meet the prepared elements 0..15 and 16..31 of the same 4 blocks in two
-// dpbusd, so every int32 lane holds one block's partial sum and 4 lanes make a block. The sums
-// less 8 * sum y (prepared) are the exact isum of each block; lane k += (d_w * d_x) * isum_k.
-HWY_INLINE float DotQ4_0Prepared(const uint8_t* w, const internal::PreparedQ8_0& x, int64_t n) {
-  namespace q40 = internal::q4_0;
+// The 4-bit block formats of the prepared kernel. Unsigned(nibbles) gives u >= 0 with weight
+// value u - kOffset, so isum = sum u y - kOffset sum y; Offset(s8) is kOffset sum y from the
+// prepared 8 sum y. Scales8(bw) is the 8 weight scales as floats; Scale(bw) one of them;
+// TailBlock is the exact isum of one block against a plain Q8_0 block (simd_x86*-inl.h).
+struct PreparedQ4_0 {
+  static constexpr int kBytes = internal::q4_0::kBytes, kQs = internal::q4_0::kQs;
+  static __m512i Unsigned(__m512i nibbles) { return nibbles; }  // q, value q - 8
+  static __m256i Offset(__m256i s8) { return s8; }
+  static __m256 Scales8(const uint8_t* bw) { return x86::Halves8(bw + internal::q4_0::kD, kBytes); }
+  static float Scale(const uint8_t* bw) { return internal::LoadHalf(bw + internal::q4_0::kD); }
+  static int32_t TailBlock(const uint8_t* bw, const uint8_t* bx) {
+    return x86::HsumI32(x86::Q4_0Format::Block(x86::Q4_0Format::Prep(bw), bx));
+  }
+};
+struct PreparedMxfp4 {
+  static constexpr int kBytes = internal::mxfp4::kBytes, kQs = internal::mxfp4::kQs;
+  // The doubled E2M1 values plus 12 (0..24), so that dpbusd sees unsigned bytes.
+  static __m512i Unsigned(__m512i nibbles) {
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    return _mm512_shuffle_epi8(table, nibbles);
+  }
+  static __m256i Offset(__m256i s8) {  // 12 sum y = 8 sum y + 4 sum y (s8 is a multiple of 8)
+    return _mm256_add_epi32(s8, _mm256_srai_epi32(s8, 1));
+  }
+  // internal::E8m0ToFp32Half for 8 blocks: e < 2 ? 0x00200000 << e : (e - 1) << 23, as bits.
+  static __m256 Scales8(const uint8_t* bw) {
+    alignas(8) uint8_t e[8];
+    for (int k = 0; k < 8; ++k) e[k] = bw[k * kBytes + internal::mxfp4::kE];
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e)));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
+    const __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
+  }
+  static float Scale(const uint8_t* bw) {
+    return internal::E8m0ToFp32Half(bw[internal::mxfp4::kE]);
+  }
+  static int32_t TailBlock(const uint8_t* bw, const uint8_t* bx) {
+    return x86::HsumI32(x86::Mxfp4Format::Block(x86::Mxfp4Format::Prep(bw), bx));
+  }
+};
+
+// A 4-bit block format F (Q4_0, MXFP4) x Q8_0 against activations laid out by PrepareQ8_0x8
+// (simd.h), 8 blocks per step: per 4 blocks, one two-table byte permute gathers their 64 nibble
+// bytes (skipping the scales), the low and high nibbles meet the prepared elements 0..15 and
+// 16..31 of the same 4 blocks in two dpbusd, so every int32 lane holds one block's partial sum
+// and 4 lanes make a block. Those sums less the offset term are the exact isum of each block;
+// lane k += (d_w * d_x) * isum_k, as the reference (quant_legacy.cc, quant_mxfp4.cc).
+template <class F>
+HWY_INLINE float DotPrepared(const uint8_t* w, const internal::PreparedQ8_0& x, int64_t n) {
   alignas(64) uint8_t gather[64];
   for (int j = 0; j < 64; ++j)
-    gather[j] = static_cast<uint8_t>((j / 16) * q40::kBytes + q40::kQs + j % 16);
+    gather[j] = static_cast<uint8_t>((j / 16) * F::kBytes + F::kQs + j % 16);
   const __m512i idx = _mm512_load_si512(gather);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   // Lane k < 8 of the result is block k: blocks 0..3 in lanes 0, 4, 8, 12, blocks 4..7 in 1, 5,..
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
-  constexpr __mmask64 kRest = (__mmask64{1} << (4 * q40::kBytes - 64)) - 1;  // bytes 64..71
+  static_assert(4 * F::kBytes > 64 && 4 * F::kBytes <= 128);
+  constexpr __mmask64 kRest = (__mmask64{1} << (4 * F::kBytes - 64)) - 1;  // bytes 64.. of 4
   const int64_t nb = n / kQK;
   __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + kBlockLanes <= nb; b += kBlockLanes) {
-    const uint8_t* bw = w + b * q40::kBytes;
+    const uint8_t* bw = w + b * F::kBytes;
     const int8_t* y = x.qs + b * kQK;  // 256 prepared bytes of these 8 blocks
     __m512i r[2];
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* p = bw + 4 * h * q40::kBytes;
+      const uint8_t* p = bw + 4 * h * F::kBytes;
       const __m512i q = _mm512_permutex2var_epi8(_mm512_loadu_si512(p), idx,
                                                  _mm512_maskz_loadu_epi8(kRest, p + 64));
-      const __m512i lo = _mm512_and_si512(q, m4);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+      const __m512i lo = F::Unsigned(_mm512_and_si512(q, m4));
+      const __m512i hi = F::Unsigned(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
       const int8_t* yh = y + 128 * h;
       r[h] = _mm512_dpbusd_epi32(
           _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(yh)), hi,
@@ -352,19 +397,16 @@ HWY_INLINE float DotQ4_0Prepared(const uint8_t* w, const internal::PreparedQ8_0&
     const __m512i u = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
     const __m256i isum =
         _mm256_sub_epi32(_mm512_castsi512_si256(_mm512_permutexvar_epi32(order, u)),
-                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.s8 + b)));
-    const __m256 dd =
-        _mm256_mul_ps(x86::Halves8(bw + q40::kD, q40::kBytes), _mm256_loadu_ps(x.d + b));
+                         F::Offset(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.s8 + b))));
+    const __m256 dd = _mm256_mul_ps(F::Scales8(bw), _mm256_loadu_ps(x.d + b));
     acc = _mm256_add_ps(acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum)));
   }
   alignas(32) float lanes[kBlockLanes];
   _mm256_store_ps(lanes, acc);
   for (; b < nb; ++b) {
-    const uint8_t* bw = w + b * q40::kBytes;
-    const uint8_t* bx = x.row + b * internal::q8_0::kBytes;
-    const int32_t isum = x86::HsumI32(x86::Q4_0Format::Block(x86::Q4_0Format::Prep(bw), bx));
-    lanes[b % kBlockLanes] +=
-        (internal::LoadHalf(bw + q40::kD) * x.d[b]) * static_cast<float>(isum);
+    const uint8_t* bw = w + b * F::kBytes;
+    const int32_t isum = F::TailBlock(bw, x.row + b * internal::q8_0::kBytes);
+    lanes[b % kBlockLanes] += (F::Scale(bw) * x.d[b]) * static_cast<float>(isum);
   }
   return internal::SumBlockLanes(lanes);
 }
@@ -385,7 +427,10 @@ float DotQ6_KQ8_K_512(const void* w, const void* x, int64_t n) {
 }
 #if HWY_TARGET == HWY_AVX3_DL
 float DotPreparedQ4_0Q8_0_512(const void* w, const internal::PreparedQ8_0& x, int64_t n) {
-  return x512::DotQ4_0Prepared(static_cast<const uint8_t*>(w), x, n);
+  return x512::DotPrepared<x512::PreparedQ4_0>(static_cast<const uint8_t*>(w), x, n);
+}
+float DotPreparedMxfp4Q8_0_512(const void* w, const internal::PreparedQ8_0& x, int64_t n) {
+  return x512::DotPrepared<x512::PreparedMxfp4>(static_cast<const uint8_t*>(w), x, n);
 }
 #endif
 

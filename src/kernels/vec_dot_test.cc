@@ -289,22 +289,24 @@ TEST(VecDot, FloatScaleKernelsMatchReference) {
 TEST(VecDot, PreparedActivationKernelsMatchReference) {
   int tested = 0;
   for (const auto* k : internal::AllSimdKernels()) {
-    const internal::SimdDotPreparedFn dot = internal::SimdDotPreparedFor(*k, DType::kQ4_0);
-    if (dot == nullptr) continue;
-    ++tested;
-    for (int64_t n : Sizes(DType::kQ4_0)) {
-      const Operands o = MakeOperands(DType::kQ4_0, n, static_cast<uint32_t>(n) * 3 + 5);
-      const float want = ref::VecDot(DType::kQ4_0, o.w.data(), o.x.data(), n);
-      std::vector<int8_t> qs(static_cast<size_t>(internal::PreparedQ8_0Bytes(n)));
-      std::vector<float> d(static_cast<size_t>(n / 32));
-      std::vector<int32_t> s8(static_cast<size_t>(n / 32));
-      internal::PrepareQ8_0x8(o.x.data(), n, qs.data(), d.data(), s8.data());
-      const internal::PreparedQ8_0 xp{o.x.data(), qs.data(), d.data(), s8.data()};
-      for (int mis = 0; mis < 4; ++mis) {
-        MisalignedBuffer w(o.w.size(), mis);
-        std::copy(o.w.begin(), o.w.end(), w.data());
-        ASSERT_EQ(Bits(dot(w.data(), xp, n)), Bits(want))
-            << k->target << " n=" << n << " misalign=" << mis;
+    for (DType t : {DType::kQ4_0, DType::kMXFP4}) {
+      const internal::SimdDotPreparedFn dot = internal::SimdDotPreparedFor(*k, t);
+      if (dot == nullptr) continue;
+      ++tested;
+      for (int64_t n : Sizes(t)) {
+        const Operands o = MakeOperands(t, n, static_cast<uint32_t>(n) * 3 + 5);
+        const float want = ref::VecDot(t, o.w.data(), o.x.data(), n);
+        std::vector<int8_t> qs(static_cast<size_t>(internal::PreparedQ8_0Bytes(n)));
+        std::vector<float> d(static_cast<size_t>(n / 32));
+        std::vector<int32_t> s8(static_cast<size_t>(n / 32));
+        internal::PrepareQ8_0x8(o.x.data(), n, qs.data(), d.data(), s8.data());
+        const internal::PreparedQ8_0 xp{o.x.data(), qs.data(), d.data(), s8.data()};
+        for (int mis = 0; mis < 4; ++mis) {
+          MisalignedBuffer w(o.w.size(), mis);
+          std::copy(o.w.begin(), o.w.end(), w.data());
+          ASSERT_EQ(Bits(dot(w.data(), xp, n)), Bits(want))
+              << k->target << " " << DTypeName(t) << " n=" << n << " misalign=" << mis;
+        }
       }
     }
   }
