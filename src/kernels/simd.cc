@@ -24,6 +24,7 @@
 
 // After the 256-bit kernels, whose block formats it reuses for tails.
 #include "kernels/simd_x86_512-inl.h"
+#include "kernels/simd_x86_512_low-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace shoal::kernels::HWY_NAMESPACE {
@@ -201,6 +202,8 @@ const internal::SimdKernels* GetKernels() {
     // The decode matvec on 512-bit registers (same bits as the 256-bit kernels above).
     k.dot_q4_k = &DotQ4_KQ8_K_512;
     k.dot_q5_k = &DotQ5_KQ8_K_512;
+    k.dot_q2_k = &DotQ2_KQ8_K_512;
+    k.dot_q3_k = &DotQ3_KQ8_K_512;
     k.dot_q6_k = &DotQ6_KQ8_K_512;
 #endif
 #if HWY_TARGET == HWY_AVX3_DL

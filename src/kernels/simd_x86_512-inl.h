@@ -104,18 +104,40 @@ HWY_INLINE __m256i Transpose8Sum(const __m256i* v) {
                           _mm256_permute2x128_si256(q0, q1, 0x31));
 }
 
+// Scale-index vectors for permutexvar_epi16 of 16 int16 scales: int16 lane i of vector k takes
+// scale 2k (i < 16) or 2k + 1 (i >= 16) for 32-element sub-blocks (Q4_K, Q5_K), or scale
+// 4k + i / 8 for 16-element ones (Q2_K, Q3_K, Q6_K): maddubs lane i covers elements 2i, 2i + 1.
+HWY_INLINE void ScaleIndex32(__m512i* idx) {
+  for (int k = 0; k < 4; ++k)
+    idx[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(2 * k)),
+                                _mm256_set1_epi16(2 * k + 1), 1);
+}
+HWY_INLINE void ScaleIndex16(__m512i* idx) {
+  for (int k = 0; k < 4; ++k) {
+    alignas(64) int16_t v[32];
+    for (int i = 0; i < 32; ++i) v[i] = static_cast<int16_t>(4 * k + i / 8);
+    idx[k] = _mm512_load_si512(v);
+  }
+}
+
 // Q4_K and Q5_K layouts (same d, dmin and scales; Q5_K adds qh, the fifth bits).
 struct Q4KLayout {
   static constexpr int kBytes = internal::q4_k::kBytes, kD = internal::q4_k::kD;
   static constexpr int kScales = internal::q4_k::kScales, kQs = internal::q4_k::kQs;
   static constexpr bool kFifthBit = false;
   static constexpr int kQh = 0;
+  static void InitIndex(__m512i* idx) { ScaleIndex32(idx); }
+  static void Sums(const uint8_t* bw, const uint8_t* bx, const __m512i* idx, __m256i* is,
+                   __m256i* ms);
 };
 struct Q5KLayout {
   static constexpr int kBytes = internal::q5_k::kBytes, kD = internal::q5_k::kD;
   static constexpr int kScales = internal::q5_k::kScales, kQs = internal::q5_k::kQs;
   static constexpr bool kFifthBit = true;
   static constexpr int kQh = internal::q5_k::kQh;
+  static void InitIndex(__m512i* idx) { ScaleIndex32(idx); }
+  static void Sums(const uint8_t* bw, const uint8_t* bx, const __m512i* idx, __m256i* is,
+                   __m256i* ms);
 };
 static_assert(internal::q4_k::kDmin == internal::q4_k::kD + 2 &&
               internal::q5_k::kDmin == internal::q5_k::kD + 2);
@@ -177,18 +199,25 @@ HWY_INLINE void Q45_KSums(const uint8_t* bw, const uint8_t* bx, const __m512i* s
                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bx + q8k::kBsums)));
 }
 
-// Q4_K (Q5_K) x Q8_K, one activation row: lane b % 8 += d * isum - dmin * summ (d = d_x * d_w, dmin
-// = d_x * dmin_w), as internal::DotQ4_K. Eight super-blocks at a time share one transpose of their
-// sums and one vector of float math (a sum and scalar float chain per super-block cost 40% of the
-// kernel); the rest one by one.
+inline void Q4KLayout::Sums(const uint8_t* bw, const uint8_t* bx, const __m512i* idx, __m256i* is,
+                            __m256i* ms) {
+  Q45_KSums<Q4KLayout>(bw, bx, idx, is, ms);
+}
+inline void Q5KLayout::Sums(const uint8_t* bw, const uint8_t* bx, const __m512i* idx, __m256i* is,
+                            __m256i* ms) {
+  Q45_KSums<Q5KLayout>(bw, bx, idx, is, ms);
+}
+
+// A K-quant with a min (Q2_K, Q4_K, Q5_K; layout L: fp16 d at kD, dmin at kD + 2, and Sums
+// giving the 8 lanes of isum and of summ) x Q8_K, one activation row: lane b % 8 += d * isum -
+// dmin * summ (d = d_x * d_w, dmin = d_x * dmin_w), as internal::DotQ4_K and friends. Eight
+// super-blocks at a time share one transpose of their sums and one vector of float math (a sum
+// and scalar float chain per super-block cost 40% of the Q4_K kernel); the rest one by one.
 template <class L>
-HWY_INLINE float DotQ45_K(const uint8_t* w, const uint8_t* x, int64_t n) {
+HWY_INLINE float DotDminK(const uint8_t* w, const uint8_t* x, int64_t n) {
   namespace q8k = internal::q8_k;
-  // int16 lane i of scale vector k takes scale 2k (i < 16) or 2k + 1 (i >= 16).
   __m512i sc_idx[4];
-  for (int k = 0; k < 4; ++k)
-    sc_idx[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(2 * k)),
-                                   _mm256_set1_epi16(2 * k + 1), 1);
+  L::InitIndex(sc_idx);
   // (d, dmin) half pairs of 8 super-blocks -> the 8 d halves, then the 8 dmin halves.
   const __m256i deinterleave =
       _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12,
@@ -203,7 +232,7 @@ HWY_INLINE float DotQ45_K(const uint8_t* w, const uint8_t* x, int64_t n) {
     for (int k = 0; k < kBlockLanes; ++k) {
       const uint8_t* bw = w + (b + k) * L::kBytes;
       const uint8_t* bx = x + (b + k) * q8k::kBytes;
-      Q45_KSums<L>(bw, bx, sc_idx, &is[k], &ms[k]);
+      L::Sums(bw, bx, sc_idx, &is[k], &ms[k]);
       dm[k] = internal::LoadU32(bw + L::kD);  // d, then dmin (kDmin = kD + 2)
       yd[k] = internal::LoadF32(bx + q8k::kD);
     }
@@ -223,7 +252,7 @@ HWY_INLINE float DotQ45_K(const uint8_t* w, const uint8_t* x, int64_t n) {
     const uint8_t* bw = w + b * L::kBytes;
     const uint8_t* bx = x + b * q8k::kBytes;
     __m256i is, ms;
-    Q45_KSums<L>(bw, bx, sc_idx, &is, &ms);
+    L::Sums(bw, bx, sc_idx, &is, &ms);
     int32_t isum, summ;
     Hsum8x2(is, ms, &isum, &summ);
     const float yd = internal::LoadF32(bx + q8k::kD);
@@ -270,18 +299,22 @@ HWY_INLINE __m256i Q6_KSums(const uint8_t* bw, const uint8_t* bx, const __m512i*
   return _mm256_sub_epi32(Fold16(acc), _mm256_slli_epi32(offset, 5));
 }
 
-// Q6_K x Q8_K, one activation row: lane b % 8 += (d_w * d_x) * isum, as internal::DotQ6_K;
-// eight super-blocks at a time share one transpose and one vector of float math (as Q4_K).
-HWY_INLINE float DotQ6_K(const uint8_t* w, const uint8_t* x, int64_t n) {
-  namespace q6k = internal::q6_k;
-  namespace q8k = internal::q8_k;
-  // int16 lane i of scale vector k takes scale 4k + i / 8.
-  __m512i sc_idx[4];
-  for (int k = 0; k < 4; ++k) {
-    alignas(64) int16_t idx[32];
-    for (int i = 0; i < 32; ++i) idx[i] = static_cast<int16_t>(4 * k + i / 8);
-    sc_idx[k] = _mm512_load_si512(idx);
+struct Q6KLayout {
+  static constexpr int kBytes = internal::q6_k::kBytes, kD = internal::q6_k::kD;
+  static void InitIndex(__m512i* idx) { ScaleIndex16(idx); }
+  static __m256i Sums(const uint8_t* bw, const uint8_t* bx, const __m512i* idx) {
+    return Q6_KSums(bw, bx, idx);
   }
+};
+
+// A K-quant with one scale (Q3_K, Q6_K; layout L: fp16 d at kD, Sums giving the 8 lanes of
+// isum) x Q8_K, one activation row: lane b % 8 += (d_w * d_x) * isum, as internal::DotQ6_K;
+// eight super-blocks at a time share one transpose and one vector of float math (as DotDminK).
+template <class L>
+HWY_INLINE float DotScaleK(const uint8_t* w, const uint8_t* x, int64_t n) {
+  namespace q8k = internal::q8_k;
+  __m512i sc_idx[4];
+  L::InitIndex(sc_idx);
   const int64_t nsb = n / kQKK;
   __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;
@@ -290,10 +323,10 @@ HWY_INLINE float DotQ6_K(const uint8_t* w, const uint8_t* x, int64_t n) {
     alignas(16) uint16_t dw[kBlockLanes];
     alignas(32) float yd[kBlockLanes];
     for (int k = 0; k < kBlockLanes; ++k) {
-      const uint8_t* bw = w + (b + k) * q6k::kBytes;
+      const uint8_t* bw = w + (b + k) * L::kBytes;
       const uint8_t* bx = x + (b + k) * q8k::kBytes;
-      is[k] = Q6_KSums(bw, bx, sc_idx);
-      dw[k] = internal::LoadU16(bw + q6k::kD);
+      is[k] = L::Sums(bw, bx, sc_idx);
+      dw[k] = internal::LoadU16(bw + L::kD);
       yd[k] = internal::LoadF32(bx + q8k::kD);
     }
     const __m256 dd = _mm256_mul_ps(
@@ -303,11 +336,11 @@ HWY_INLINE float DotQ6_K(const uint8_t* w, const uint8_t* x, int64_t n) {
   alignas(32) float lanes[kBlockLanes];
   _mm256_store_ps(lanes, acc);
   for (; b < nsb; ++b) {
-    const uint8_t* bw = w + b * q6k::kBytes;
+    const uint8_t* bw = w + b * L::kBytes;
     const uint8_t* bx = x + b * q8k::kBytes;
-    const int32_t isum = Hsum8(Q6_KSums(bw, bx, sc_idx));
+    const int32_t isum = Hsum8(L::Sums(bw, bx, sc_idx));
     lanes[b % kBlockLanes] +=
-        (Half(bw + q6k::kD) * internal::LoadF32(bx + q8k::kD)) * static_cast<float>(isum);
+        (Half(bw + L::kD) * internal::LoadF32(bx + q8k::kD)) * static_cast<float>(isum);
   }
   return internal::SumBlockLanes(lanes);
 }
@@ -415,15 +448,16 @@ HWY_INLINE float DotPrepared(const uint8_t* w, const internal::PreparedQ8_0& x, 
 }  // namespace x512
 
 float DotQ4_KQ8_K_512(const void* w, const void* x, int64_t n) {
-  return x512::DotQ45_K<x512::Q4KLayout>(static_cast<const uint8_t*>(w),
+  return x512::DotDminK<x512::Q4KLayout>(static_cast<const uint8_t*>(w),
                                          static_cast<const uint8_t*>(x), n);
 }
 float DotQ5_KQ8_K_512(const void* w, const void* x, int64_t n) {
-  return x512::DotQ45_K<x512::Q5KLayout>(static_cast<const uint8_t*>(w),
+  return x512::DotDminK<x512::Q5KLayout>(static_cast<const uint8_t*>(w),
                                          static_cast<const uint8_t*>(x), n);
 }
 float DotQ6_KQ8_K_512(const void* w, const void* x, int64_t n) {
-  return x512::DotQ6_K(static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(x), n);
+  return x512::DotScaleK<x512::Q6KLayout>(static_cast<const uint8_t*>(w),
+                                          static_cast<const uint8_t*>(x), n);
 }
 #if HWY_TARGET == HWY_AVX3_DL
 float DotPreparedQ4_0Q8_0_512(const void* w, const internal::PreparedQ8_0& x, int64_t n) {
