@@ -113,16 +113,29 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, int64_t grain,
-                             const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0) return;
+// [0, n) in units of `grain`: how many units, and how many threads get work (0 when fn already
+// ran inline because there is nothing to split).
+struct ThreadPool::Split {
+  int64_t grain, units, workers;
+};
+
+ThreadPool::Split ThreadPool::SplitOrRunInline(int64_t n, int64_t grain,
+                                               const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return {1, 0, 0};
   grain = std::max<int64_t>(1, grain);
   const int64_t units = (n + grain - 1) / grain;
   const int64_t workers = std::min<int64_t>(n_threads_, units);
-  if (workers <= 1) {
-    fn(0, n);
-    return;
-  }
+  if (workers > 1) return {grain, units, workers};
+  fn(0, n);
+  return {grain, units, 0};
+}
+
+void ThreadPool::ParallelFor(int64_t n, int64_t grain,
+                             const std::function<void(int64_t, int64_t)>& fn) {
+  const Split sp = SplitOrRunInline(n, grain, fn);
+  if (sp.workers == 0) return;
+  const int64_t units = sp.units, workers = sp.workers;
+  grain = sp.grain;
   Run([&](int t, int) {
     if (t >= workers) return;
     const int64_t u0 = units * t / workers, u1 = units * (t + 1) / workers;
@@ -133,14 +146,10 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
 
 void ThreadPool::ParallelForDynamic(int64_t n, int64_t grain,
                                     const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0) return;
-  grain = std::max<int64_t>(1, grain);
-  const int64_t units = (n + grain - 1) / grain;
-  const int64_t workers = std::min<int64_t>(n_threads_, units);
-  if (workers <= 1) {
-    fn(0, n);
-    return;
-  }
+  const Split sp = SplitOrRunInline(n, grain, fn);
+  if (sp.workers == 0) return;
+  const int64_t units = sp.units, workers = sp.workers;
+  grain = sp.grain;
   const int64_t chunk = std::max<int64_t>(1, units / (workers * kDynamicChunksPerThread));
   std::atomic<int64_t> next{0};
   Run([&](int t, int) {

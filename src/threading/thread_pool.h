@@ -39,6 +39,8 @@ class ThreadPool {
                           const std::function<void(int64_t, int64_t)>& fn);
 
  private:
+  struct Split;
+  Split SplitOrRunInline(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
   void WorkerLoop(int index);
 
   int n_threads_;
