@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "base/units.h"
 #include "io/mapped_file.h"
 #include "threading/thread_pool.h"
 
@@ -81,16 +82,9 @@ Result<uint64_t> ParseMemSize(const std::string& s, const char* flag) {
     if (avail == 0) return Errorf("{}: cannot read MemAvailable for a fraction", flag);
     return static_cast<uint64_t>(v * static_cast<double>(avail));
   }
-  double mul = 1;
-  if (unit == "K" || unit == "KB" || unit == "KIB")
-    mul = 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MIB")
-    mul = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GIB")
-    mul = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B")
-    return Errorf("{}: unknown unit in '{}'", flag, s);
-  return static_cast<uint64_t>(v * mul);
+  const std::optional<double> mul = ByteUnitMultiplier(unit);
+  if (!mul) return Errorf("{}: unknown unit in '{}'", flag, s);
+  return static_cast<uint64_t>(v * *mul);
 }
 
 std::vector<std::string> SplitList(const std::string& s) {

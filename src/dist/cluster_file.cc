@@ -10,6 +10,8 @@
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
 
+#include "base/units.h"
+
 namespace shoal::dist {
 
 namespace {
@@ -65,17 +67,9 @@ Result<uint64_t> ParseByteSize(std::string_view s) {
   } catch (...) {
     return Errorf("cannot parse size '{}'", s);
   }
-  std::string unit(s.substr(i));
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  double mul = 1;
-  if (unit == "K" || unit == "KB" || unit == "KIB")
-    mul = 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MIB")
-    mul = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GIB")
-    mul = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B")
-    return Errorf("unknown unit in size '{}'", s);
+  const std::optional<double> unit = ByteUnitMultiplier(s.substr(i));
+  if (!unit) return Errorf("unknown unit in size '{}'", s);
+  const double mul = *unit;
   if (!(v > 0) || !std::isfinite(v * mul) || v * mul > 1.8e19)
     return Errorf("size '{}' out of range", s);
   return static_cast<uint64_t>(v * mul);
