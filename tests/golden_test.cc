@@ -133,7 +133,11 @@ INSTANTIATE_TEST_SUITE_P(
         GoldenCase{"tiny/llama-q4_0.gguf", "arch/llama-q4_0.json"},
         GoldenCase{"tiny/qwen3-f32.gguf", "arch/qwen3-f32.json"},
         GoldenCase{"tiny/qwen3-q8_0.gguf", "arch/qwen3-q8_0.json"},
-        GoldenCase{"tiny/qwen3-q4_0.gguf", "arch/qwen3-q4_0.json"}),
+        GoldenCase{"tiny/qwen3-q4_0.gguf", "arch/qwen3-q4_0.json"},
+        GoldenCase{"tiny-moe256-random-q4_k_m.gguf", "tiny-moe256-random-q4_k_m.golden.json"},
+        GoldenCase{"tiny/qwen3moe-f32.gguf", "arch/qwen3moe-f32.json"},
+        GoldenCase{"tiny/qwen3moe-q8_0.gguf", "arch/qwen3moe-q8_0.json"},
+        GoldenCase{"tiny/qwen3moe-q4_0.gguf", "arch/qwen3moe-q4_0.json"}),
     [](const auto& info) {
       std::string n = info.param.model;
       for (char& ch : n)

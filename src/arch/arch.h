@@ -11,7 +11,9 @@
 namespace shoal {
 
 // Which forward-pass implementation of the model module runs the architecture.
-enum class BlockFamily { kDenseDecoder };
+// kDenseDecoder: llama/qwen blocks (GQA attention, dense or MoE SwiGLU FFN);
+// kMlaDecoder: deepseek2 blocks (latent attention, dense lead layers, routed + shared experts).
+enum class BlockFamily { kDenseDecoder, kMlaDecoder };
 
 struct ArchDef {
   std::string_view name;
@@ -30,5 +32,7 @@ Result<HParams> LoadHParams(const gguf::File& f);
 extern const ArchDef kLlamaArch;
 extern const ArchDef kQwen2Arch;
 extern const ArchDef kQwen3Arch;
+extern const ArchDef kQwen3MoeArch;
+extern const ArchDef kDeepseek2Arch;
 
 }  // namespace shoal

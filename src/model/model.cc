@@ -11,6 +11,8 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOpt
   switch (def->family) {
     case BlockFamily::kDenseDecoder:
       return LoadDenseDecoder(file, hp, opt);
+    case BlockFamily::kMlaDecoder:
+      break;
   }
   return Errorf("{}: no forward pass for architecture {}", file.path(), hp.arch);
 }
@@ -18,8 +20,8 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOpt
 KvLayout Model::MakeKvLayout(int32_t n_blocks, int32_t block_size, DType dtype) const {
   KvLayout l;
   l.n_layers = last_ - first_;
-  l.k_dim = hp_.k_dim();
-  l.v_dim = hp_.v_dim();
+  l.k_dim = hp_.cache_k_dim();
+  l.v_dim = hp_.cache_v_dim();
   l.dtype = dtype;
   l.block_size = block_size;
   l.n_blocks = n_blocks;
