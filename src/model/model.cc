@@ -2,6 +2,7 @@
 #include "model/model.h"
 
 #include "model/dense_decoder.h"
+#include "model/mla_decoder.h"
 
 namespace shoal {
 
@@ -12,7 +13,7 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOpt
     case BlockFamily::kDenseDecoder:
       return LoadDenseDecoder(file, hp, opt);
     case BlockFamily::kMlaDecoder:
-      break;
+      return LoadMlaDecoder(file, hp, opt);
   }
   return Errorf("{}: no forward pass for architecture {}", file.path(), hp.arch);
 }
