@@ -18,6 +18,12 @@ struct ArchCase {
   std::string model;   // relative to shared/models
   std::string golden;  // relative to shared/testdata/golden
   bool f32;            // F32 weights: the 1e-4 alt-run tolerance applies
+  // Quantized files: whether the alt run's greedy ids are asserted. kimi-k3's are reported only:
+  // its first-step logits match to 2.4e-7, but the KDA state is summed in another float order
+  // than ggml's fused gated_delta_net, and after 24-30 decode steps a last-bit drift flips a Q8_0
+  // activation rounding (the README measures up to 2.7 logit moves from such flips in kimi-k3).
+  bool strict_quant_ids = true;
+  bool splits = true;  // 2-stage split supported
 };
 
 std::vector<int32_t> Ids(const json& a) { return a.get<std::vector<int32_t>>(); }
@@ -153,7 +159,8 @@ class ArchGolden : public ::testing::TestWithParam<ArchCase> {
       const auto margins =
           (gr.contains("top1_minus_top2") ? gr["top1_minus_top2"] : gr["margins_top1_minus_top2"])
               .get<std::vector<float>>();
-      compared += CompareIds(runs[i].ids, want, margins, tol, what, c.f32 || alt);
+      compared +=
+          CompareIds(runs[i].ids, want, margins, tol, what, c.f32 || (alt && c.strict_quant_ids));
     }
     std::fprintf(stderr, "%s %s: first-step max |diff| %.3g (tol %.0e), %d/%zu greedy ids equal\n",
                  c.model.c_str(), alt ? "alt (f32 kv)" : "main (f16 kv)", worst, tol, compared,
@@ -186,6 +193,7 @@ TEST_P(ArchGolden, BatchInvariance) {
 
 // Two pipeline stages (layers [0, L/2) and [L/2, L)) give the one-process logits bit for bit.
 TEST_P(ArchGolden, TwoStageSplit) {
+  if (!GetParam().splits) GTEST_SKIP() << "pipeline stages not supported for this architecture";
   auto whole = Load(model_path_, DType::kF16, 2, 512);
   ASSERT_TRUE(whole);
   const int32_t L = static_cast<int32_t>(whole->model->hparams().n_layer);
@@ -217,19 +225,23 @@ INSTANTIATE_TEST_SUITE_P(
     // tiny-moe-random-f32 is checked here, not teacher-forced in golden_test: its 331-token
     // prompt decodes over >= 512 cells, where llama.cpp splits keys over threads (not mirrored,
     // see docs/ARCHITECTURE.md), 1.5e-3 from its step logits; its ids all match.
-    ::testing::Values(ArchCase{"tiny-moe-random-f32.gguf", "tiny-moe-random-f32.golden.json", true},
-                      ArchCase{"tiny/llama-f32.gguf", "arch/llama-f32.json", true},
-                      ArchCase{"tiny/llama-q8_0.gguf", "arch/llama-q8_0.json", false},
-                      ArchCase{"tiny/llama-q4_0.gguf", "arch/llama-q4_0.json", false},
-                      ArchCase{"tiny/qwen3-f32.gguf", "arch/qwen3-f32.json", true},
-                      ArchCase{"tiny/qwen3-q8_0.gguf", "arch/qwen3-q8_0.json", false},
-                      ArchCase{"tiny/qwen3-q4_0.gguf", "arch/qwen3-q4_0.json", false},
-                      ArchCase{"tiny/qwen3moe-f32.gguf", "arch/qwen3moe-f32.json", true},
-                      ArchCase{"tiny/qwen3moe-q8_0.gguf", "arch/qwen3moe-q8_0.json", false},
-                      ArchCase{"tiny/qwen3moe-q4_0.gguf", "arch/qwen3moe-q4_0.json", false},
-                      ArchCase{"tiny/deepseek2-f32.gguf", "arch/deepseek2-f32.json", true},
-                      ArchCase{"tiny/deepseek2-q8_0.gguf", "arch/deepseek2-q8_0.json", false},
-                      ArchCase{"tiny/deepseek2-q4_0.gguf", "arch/deepseek2-q4_0.json", false}),
+    ::testing::Values(
+        ArchCase{"tiny-moe-random-f32.gguf", "tiny-moe-random-f32.golden.json", true},
+        ArchCase{"tiny/llama-f32.gguf", "arch/llama-f32.json", true},
+        ArchCase{"tiny/llama-q8_0.gguf", "arch/llama-q8_0.json", false},
+        ArchCase{"tiny/llama-q4_0.gguf", "arch/llama-q4_0.json", false},
+        ArchCase{"tiny/qwen3-f32.gguf", "arch/qwen3-f32.json", true},
+        ArchCase{"tiny/qwen3-q8_0.gguf", "arch/qwen3-q8_0.json", false},
+        ArchCase{"tiny/qwen3-q4_0.gguf", "arch/qwen3-q4_0.json", false},
+        ArchCase{"tiny/qwen3moe-f32.gguf", "arch/qwen3moe-f32.json", true},
+        ArchCase{"tiny/qwen3moe-q8_0.gguf", "arch/qwen3moe-q8_0.json", false},
+        ArchCase{"tiny/qwen3moe-q4_0.gguf", "arch/qwen3moe-q4_0.json", false},
+        ArchCase{"tiny/deepseek2-f32.gguf", "arch/deepseek2-f32.json", true},
+        ArchCase{"tiny/deepseek2-q8_0.gguf", "arch/deepseek2-q8_0.json", false},
+        ArchCase{"tiny/deepseek2-q4_0.gguf", "arch/deepseek2-q4_0.json", false},
+        ArchCase{"tiny/kimi-k3-f32.gguf", "arch/kimi-k3-f32.json", true, true, false},
+        ArchCase{"tiny/kimi-k3-q8_0.gguf", "arch/kimi-k3-q8_0.json", false, false, false},
+        ArchCase{"tiny/kimi-k3-q4_0.gguf", "arch/kimi-k3-q4_0.json", false, false, false}),
     [](const auto& info) {
       std::string n = info.param.model;
       if (n.rfind("tiny/", 0) == 0) n = n.substr(5);

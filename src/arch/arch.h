@@ -12,8 +12,9 @@ namespace shoal {
 
 // Which forward-pass implementation of the model module runs the architecture.
 // kDenseDecoder: llama/qwen blocks (GQA attention, dense or MoE SwiGLU FFN);
-// kMlaDecoder: deepseek2 blocks (latent attention, dense lead layers, routed + shared experts).
-enum class BlockFamily { kDenseDecoder, kMlaDecoder };
+// kMlaDecoder: deepseek2 blocks (latent attention, dense lead layers, routed + shared experts);
+// kKimiK3: KDA recurrent + MLA layers, attention residuals, latent MoE.
+enum class BlockFamily { kDenseDecoder, kMlaDecoder, kKimiK3 };
 
 struct ArchDef {
   std::string_view name;
@@ -34,5 +35,6 @@ extern const ArchDef kQwen2Arch;
 extern const ArchDef kQwen3Arch;
 extern const ArchDef kQwen3MoeArch;
 extern const ArchDef kDeepseek2Arch;
+extern const ArchDef kKimiK3Arch;
 
 }  // namespace shoal

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace shoal {
 
 namespace {
@@ -33,7 +35,20 @@ Status ReadCommonHParams(const gguf::File& f, HParams* hp) {
   SHOAL_ASSIGN_OR_RETURN(hp->n_ff, ReadPositive(f, a + "feed_forward_length"));
   hp->n_ctx_train = static_cast<int64_t>(f.GetUintOr(a + "context_length", 2048));
   hp->n_head_kv = f.Find(a + "attention.head_count_kv") ? 0 : hp->n_head;
-  if (hp->n_head_kv == 0) {
+  const gguf::Value* kvh = f.Find(a + "attention.head_count_kv");
+  if (kvh && kvh->type == gguf::ValueType::kArray) {
+    // Per-layer counts (hybrid models: 0 marks a recurrent layer); n_head_kv is the largest.
+    if (static_cast<int64_t>(kvh->arr.size()) != hp->n_layer)
+      return Errorf("{}: head_count_kv has {} entries for {} layers", f.path(), kvh->arr.size(),
+                    hp->n_layer);
+    for (const gguf::Value& e : kvh->arr) {
+      if (!e.IsInteger() || e.AsInt() < 0 || e.AsInt() > hp->n_head)
+        return Errorf("{}: bad head_count_kv entry", f.path());
+      hp->n_head_kv_per_layer.push_back(e.AsInt());
+      hp->n_head_kv = std::max(hp->n_head_kv, e.AsInt());
+    }
+    if (hp->n_head_kv == 0) return Errorf("{}: head_count_kv is 0 in every layer", f.path());
+  } else if (hp->n_head_kv == 0) {
     SHOAL_ASSIGN_OR_RETURN(hp->n_head_kv, ReadPositive(f, a + "attention.head_count_kv"));
   }
   if (hp->n_head % hp->n_head_kv != 0)

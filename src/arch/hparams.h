@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "gguf/gguf.h"
@@ -23,8 +24,9 @@ struct HParams {
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
-  int64_t head_dim_k = 0;  // per-head key/query width
-  int64_t head_dim_v = 0;  // per-head value width
+  std::vector<int64_t> n_head_kv_per_layer;  // when the file gives one per layer (else empty)
+  int64_t head_dim_k = 0;                    // per-head key/query width
+  int64_t head_dim_v = 0;                    // per-head value width
   int64_t n_ff = 0;
   float rms_eps = 1e-5f;
 
@@ -59,6 +61,17 @@ struct HParams {
   int64_t head_dim_k_mla = 0;  // key_length_mla: per-head q width (nope + rope)
   int64_t head_dim_v_mla = 0;  // value_length_mla: per-head output width after attn_v_b
 
+  // Kimi K3 (Kimi Delta Attention layers where n_head_kv_per_layer is 0, attention residuals).
+  int64_t kda_head_dim = 0;
+  int64_t ssm_d_conv = 0;
+  float kda_gate_lower_bound = 0.f;
+  int64_t n_expert_latent = 0;  // expert_latent_length: routed experts run at this width
+  float situ_beta = 0.f, situ_linear_beta = 0.f;
+  int64_t attn_res_block_size = 0;
+
+  bool is_recurrent_layer(int64_t il) const {
+    return !n_head_kv_per_layer.empty() && n_head_kv_per_layer[static_cast<size_t>(il)] == 0;
+  }
   bool is_moe_layer(int64_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
   bool is_mla() const { return kv_lora_rank > 0; }
 

@@ -10,7 +10,7 @@ namespace shoal {
 
 namespace {
 // ggml's sigmoid: 1 / (1 + exp(-x)).
-inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+[[maybe_unused]] inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
 void ApplyGlu(const GluParams& p, const float* g, const float* u, float* y, int64_t n) {
@@ -18,9 +18,12 @@ void ApplyGlu(const GluParams& p, const float* g, const float* u, float* y, int6
     kernels::SwiGlu(g, u, y, n);
     return;
   }
+  // As llama.cpp's kimi_k3_situ: scale(tanh(scale(x, 1/beta)), beta); linear_beta <= 0 leaves
+  // the up branch as is.
+  const float ib = 1.0f / p.beta, il = p.linear_beta > 0 ? 1.0f / p.linear_beta : 0.f;
   for (int64_t i = 0; i < n; ++i) {
-    const float a = p.beta * std::tanh(g[i] / p.beta) * Sigmoid(g[i]);
-    const float b = p.linear_beta * std::tanh(u[i] / p.linear_beta);
+    const float a = (std::tanh(g[i] * ib) * p.beta) * Sigmoid(g[i]);
+    const float b = p.linear_beta > 0 ? std::tanh(u[i] * il) * p.linear_beta : u[i];
     y[i] = a * b;
   }
 }

@@ -2,6 +2,7 @@
 #include "model/model.h"
 
 #include "model/dense_decoder.h"
+#include "model/kimi_k3.h"
 #include "model/mla_decoder.h"
 
 namespace shoal {
@@ -14,6 +15,8 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOpt
       return LoadDenseDecoder(file, hp, opt);
     case BlockFamily::kMlaDecoder:
       return LoadMlaDecoder(file, hp, opt);
+    case BlockFamily::kKimiK3:
+      return LoadKimiK3(file, hp, opt);
   }
   return Errorf("{}: no forward pass for architecture {}", file.path(), hp.arch);
 }
