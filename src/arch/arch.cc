@@ -4,7 +4,8 @@
 namespace shoal {
 
 namespace {
-const ArchDef* const kArchs[] = {&kLlamaArch, &kQwen2Arch, &kQwen3Arch};
+const ArchDef* const kArchs[] = {&kLlamaArch,    &kQwen2Arch,     &kQwen3Arch,
+                                 &kQwen3MoeArch, &kDeepseek2Arch, &kKimiK3Arch};
 }
 
 const ArchDef* FindArch(std::string_view name) {

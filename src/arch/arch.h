@@ -11,7 +11,10 @@
 namespace shoal {
 
 // Which forward-pass implementation of the model module runs the architecture.
-enum class BlockFamily { kDenseDecoder };
+// kDenseDecoder: llama/qwen blocks (GQA attention, dense or MoE SwiGLU FFN);
+// kMlaDecoder: deepseek2 blocks (latent attention, dense lead layers, routed + shared experts);
+// kKimiK3: KDA recurrent + MLA layers, attention residuals, latent MoE.
+enum class BlockFamily { kDenseDecoder, kMlaDecoder, kKimiK3 };
 
 struct ArchDef {
   std::string_view name;
@@ -30,5 +33,8 @@ Result<HParams> LoadHParams(const gguf::File& f);
 extern const ArchDef kLlamaArch;
 extern const ArchDef kQwen2Arch;
 extern const ArchDef kQwen3Arch;
+extern const ArchDef kQwen3MoeArch;
+extern const ArchDef kDeepseek2Arch;
+extern const ArchDef kKimiK3Arch;
 
 }  // namespace shoal

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace shoal {
 
 namespace {
@@ -33,7 +35,20 @@ Status ReadCommonHParams(const gguf::File& f, HParams* hp) {
   SHOAL_ASSIGN_OR_RETURN(hp->n_ff, ReadPositive(f, a + "feed_forward_length"));
   hp->n_ctx_train = static_cast<int64_t>(f.GetUintOr(a + "context_length", 2048));
   hp->n_head_kv = f.Find(a + "attention.head_count_kv") ? 0 : hp->n_head;
-  if (hp->n_head_kv == 0) {
+  const gguf::Value* kvh = f.Find(a + "attention.head_count_kv");
+  if (kvh && kvh->type == gguf::ValueType::kArray) {
+    // Per-layer counts (hybrid models: 0 marks a recurrent layer); n_head_kv is the largest.
+    if (static_cast<int64_t>(kvh->arr.size()) != hp->n_layer)
+      return Errorf("{}: head_count_kv has {} entries for {} layers", f.path(), kvh->arr.size(),
+                    hp->n_layer);
+    for (const gguf::Value& e : kvh->arr) {
+      if (!e.IsInteger() || e.AsInt() < 0 || e.AsInt() > hp->n_head)
+        return Errorf("{}: bad head_count_kv entry", f.path());
+      hp->n_head_kv_per_layer.push_back(e.AsInt());
+      hp->n_head_kv = std::max(hp->n_head_kv, e.AsInt());
+    }
+    if (hp->n_head_kv == 0) return Errorf("{}: head_count_kv is 0 in every layer", f.path());
+  } else if (hp->n_head_kv == 0) {
     SHOAL_ASSIGN_OR_RETURN(hp->n_head_kv, ReadPositive(f, a + "attention.head_count_kv"));
   }
   if (hp->n_head % hp->n_head_kv != 0)
@@ -76,20 +91,73 @@ Status ReadCommonHParams(const gguf::File& f, HParams* hp) {
   return Status::Ok();
 }
 
+Status ReadMoeHParams(const gguf::File& f, HParams* hp) {
+  const std::string a = hp->arch + ".";
+  hp->n_expert = static_cast<int64_t>(f.GetUintOr(a + "expert_count", 0));
+  if (hp->n_expert == 0) return Status::Ok();
+  SHOAL_ASSIGN_OR_RETURN(hp->n_expert_used, ReadPositive(f, a + "expert_used_count"));
+  if (hp->n_expert_used > hp->n_expert || hp->n_expert > 4096)
+    return Errorf("{}: expert_used_count {} with expert_count {} is invalid", f.path(),
+                  hp->n_expert_used, hp->n_expert);
+  hp->n_ff_exp = static_cast<int64_t>(f.GetUintOr(a + "expert_feed_forward_length", 0));
+  if (hp->n_ff_exp == 0) hp->n_ff_exp = hp->n_ff;
+  hp->n_expert_shared = static_cast<int64_t>(f.GetUintOr(a + "expert_shared_count", 0));
+  hp->n_layer_dense_lead = static_cast<int64_t>(f.GetUintOr(a + "leading_dense_block_count", 0));
+  hp->expert_weights_norm = f.GetBoolOr(a + "expert_weights_norm", false);
+  hp->expert_weights_scale = static_cast<float>(f.GetFloatOr(a + "expert_weights_scale", 0.0));
+  const uint64_t g = f.GetUintOr(a + "expert_gating_func", 1);
+  if (g != 1 && g != 2)
+    return Errorf("{}: expert_gating_func {} is not supported (1 softmax, 2 sigmoid)", f.path(), g);
+  hp->gating = static_cast<GatingFunc>(g);
+  const uint64_t groups = f.GetUintOr(a + "expert_group_count", 1);
+  if (groups > 1) return Errorf("{}: expert groups ({}) are not supported yet", f.path(), groups);
+  return Status::Ok();
+}
+
+Status ReadMlaHParams(const gguf::File& f, HParams* hp) {
+  const std::string a = hp->arch + ".";
+  hp->q_lora_rank = static_cast<int64_t>(f.GetUintOr(a + "attention.q_lora_rank", 0));
+  SHOAL_ASSIGN_OR_RETURN(hp->kv_lora_rank, ReadPositive(f, a + "attention.kv_lora_rank"));
+  SHOAL_ASSIGN_OR_RETURN(hp->head_dim_k_mla, ReadPositive(f, a + "attention.key_length_mla"));
+  SHOAL_ASSIGN_OR_RETURN(hp->head_dim_v_mla, ReadPositive(f, a + "attention.value_length_mla"));
+  if (hp->n_head_kv != 1)
+    return Errorf("{}: MLA needs head_count_kv 1 (absorbed latent attention), not {}", f.path(),
+                  hp->n_head_kv);
+  if (hp->head_dim_k != hp->kv_lora_rank + hp->n_rot || hp->head_dim_v != hp->kv_lora_rank ||
+      hp->head_dim_k_mla <= hp->n_rot)
+    return Errorf(
+        "{}: MLA widths disagree: key_length {} (want kv_lora_rank {} + rope {}), value_length {}, "
+        "key_length_mla {}",
+        f.path(), hp->head_dim_k, hp->kv_lora_rank, hp->n_rot, hp->head_dim_v, hp->head_dim_k_mla);
+  return Status::Ok();
+}
+
 std::string DescribeHParams(const HParams& hp) {
   const char* rope = hp.rope_type == RopeType::kNone   ? "none"
                      : hp.rope_type == RopeType::kNorm ? "norm"
                                                        : "neox";
   return fmt::format(
-      "arch            {}\nname            {}\nn_vocab         {}\nn_ctx_train     {}\n"
-      "n_embd          {}\nn_layer         {}\nn_head          {}\nn_head_kv       {}\n"
-      "head_dim        {} (k) / {} (v)\nn_ff            {}\nrms_eps         {:g}\n"
-      "rope            {} n_rot {} base {:g} scale {:g}{}\nqkv_bias        {}\nqk_norm         {}\n"
-      "tied_embd       {}\n",
-      hp.arch, hp.name, hp.n_vocab, hp.n_ctx_train, hp.n_embd, hp.n_layer, hp.n_head, hp.n_head_kv,
-      hp.head_dim_k, hp.head_dim_v, hp.n_ff, hp.rms_eps, rope, hp.n_rot, hp.rope_freq_base,
-      hp.rope_freq_scale, hp.rope_yarn ? " (yarn)" : "", hp.qkv_bias, hp.qk_norm,
-      hp.tied_embeddings);
+             "arch            {}\nname            {}\nn_vocab         {}\nn_ctx_train     {}\n"
+             "n_embd          {}\nn_layer         {}\nn_head          {}\nn_head_kv       {}\n"
+             "head_dim        {} (k) / {} (v)\nn_ff            {}\nrms_eps         {:g}\n"
+             "rope            {} n_rot {} base {:g} scale {:g}{}\nqkv_bias        {}\nqk_norm      "
+             "   {}\n"
+             "tied_embd       {}\n",
+             hp.arch, hp.name, hp.n_vocab, hp.n_ctx_train, hp.n_embd, hp.n_layer, hp.n_head,
+             hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, hp.n_ff, hp.rms_eps, rope, hp.n_rot,
+             hp.rope_freq_base, hp.rope_freq_scale, hp.rope_yarn ? " (yarn)" : "", hp.qkv_bias,
+             hp.qk_norm, hp.tied_embeddings) +
+         (hp.n_expert == 0 ? std::string()
+                           : fmt::format("experts         {} (top {}, ffn {}, shared {}, dense "
+                                         "lead {}, {}, norm {}, scale {:g})\n",
+                                         hp.n_expert, hp.n_expert_used, hp.n_ff_exp,
+                                         hp.n_expert_shared, hp.n_layer_dense_lead,
+                                         hp.gating == GatingFunc::kSigmoid ? "sigmoid" : "softmax",
+                                         hp.expert_weights_norm, hp.expert_weights_scale)) +
+         (!hp.is_mla()
+              ? std::string()
+              : fmt::format("mla             q_lora {} kv_lora {} k {} v {}\n", hp.q_lora_rank,
+                            hp.kv_lora_rank, hp.head_dim_k_mla, hp.head_dim_v_mla));
 }
 
 }  // namespace shoal

@@ -1,4 +1,4 @@
-// Dense decoder forward: embeddings -> [attention + SwiGLU] x layers -> norm -> logits.
+// Llama-family decoder forward: embeddings -> [attention + SwiGLU or MoE] x layers -> logits.
 #include "model/dense_decoder.h"
 
 #include <fmt/format.h>
@@ -8,6 +8,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "model/moe.h"
 #include "model/weights.h"
 
 namespace shoal {
@@ -20,7 +21,9 @@ struct LayerWeights {
   MatrixView wq, wk, wv, wo;               // [q_dim|k_dim|v_dim, n_embd], [n_embd, q_dim]
   std::vector<float> bq, bk, bv, bo;       // optional biases
   std::vector<float> q_norm, k_norm;       // [head_dim_k] (qwen3)
-  MatrixView gate, up, down;               // [n_ff, n_embd] x2, [n_embd, n_ff]
+  MatrixView gate, up, down;               // [n_ff, n_embd] x2, [n_embd, n_ff] (dense layers)
+  bool moe = false;
+  MoeWeights experts;  // MoE layers (Mixtral-style llama, qwen3moe)
 };
 
 // Scratch activations, grown to the largest batch seen (no allocation in steady state).
@@ -29,6 +32,7 @@ struct Workspace {
   std::vector<float> attn_scratch;  // per thread: max(n_kv, dv) floats
   std::vector<float> rope;          // [n_rows, n_rot] (cos, sin) pairs
   kernels::MatMulScratch mm;
+  MoeScratch moe;
 };
 
 void Grow(std::vector<float>& v, size_t n) {
@@ -49,6 +53,7 @@ class DenseDecoder final : public Model {
   }
 
   kernels::RopeParams rope_;
+  MoeConfig moe_;
   float kq_scale_ = 1.f;
   MatrixView tok_embd_, output_;
   std::vector<float> output_norm_;
@@ -94,14 +99,22 @@ Status DenseDecoder::Load(const gguf::File& f, const HParams& hp, const LoadOpti
       SHOAL_ASSIGN_OR_RETURN(L.k_norm, LoadVector(f, n("attn_k_norm.weight"), hp.head_dim_k));
     }
     SHOAL_ASSIGN_OR_RETURN(L.ffn_norm, LoadVector(f, n("ffn_norm.weight"), E));
-    SHOAL_ASSIGN_OR_RETURN(L.gate, LoadMatrix(f, n("ffn_gate.weight"), E, hp.n_ff));
-    SHOAL_ASSIGN_OR_RETURN(L.up, LoadMatrix(f, n("ffn_up.weight"), E, hp.n_ff));
-    SHOAL_ASSIGN_OR_RETURN(L.down, LoadMatrix(f, n("ffn_down.weight"), hp.n_ff, E));
+    if (hp.is_moe_layer(il)) {
+      L.moe = true;
+      SHOAL_ASSIGN_OR_RETURN(L.experts, LoadMoeWeights(f, il, E, E, hp.n_ff_exp, hp.n_expert));
+    } else {
+      SHOAL_ASSIGN_OR_RETURN(L.gate, LoadMatrix(f, n("ffn_gate.weight"), E, hp.n_ff));
+      SHOAL_ASSIGN_OR_RETURN(L.up, LoadMatrix(f, n("ffn_up.weight"), E, hp.n_ff));
+      SHOAL_ASSIGN_OR_RETURN(L.down, LoadMatrix(f, n("ffn_down.weight"), hp.n_ff, E));
+    }
     layers_.push_back(std::move(L));
   }
   if (hp.head_dim_k > 1024 || hp.head_dim_v > 1024)
     return Errorf("head dim {} exceeds the supported 1024", hp.head_dim_k);
 
+  if (hp.n_expert > 0 && hp.n_expert_shared > 0)
+    return Errorf("{}: shared experts are not supported for {}", f.path(), hp.arch);
+  moe_ = MoeConfigFrom(hp);
   rope_.n_rot = static_cast<int>(hp.n_rot);
   rope_.freq_base = hp.rope_freq_base;
   rope_.freq_scale = hp.rope_freq_scale;
@@ -268,10 +281,15 @@ Status DenseDecoder::Forward(const Batch& b, const float* hidden_in, KvStore& kv
       kernels::AddInPlace(x + r * E, ws_.tmp.data() + r * E, E);
       kernels::RmsNorm(x + r * E, L.ffn_norm.data(), xn + r * E, E, hp.rms_eps);
     }
-    MatMul(L.gate, xn, n, ws_.gate.data(), pool);
-    MatMul(L.up, xn, n, ws_.up.data(), pool);
-    kernels::SwiGlu(ws_.gate.data(), ws_.up.data(), ws_.gate.data(), n * hp.n_ff);
-    MatMul(L.down, ws_.gate.data(), n, ws_.tmp.data(), pool);
+    if (L.moe) {
+      // [n, n_embd] -> routed experts -> [n, n_embd]
+      RunMoe(moe_, L.experts, xn, E, xn, E, n, ws_.tmp.data(), pool, &ws_.moe);
+    } else {
+      MatMul(L.gate, xn, n, ws_.gate.data(), pool);
+      MatMul(L.up, xn, n, ws_.up.data(), pool);
+      kernels::SwiGlu(ws_.gate.data(), ws_.up.data(), ws_.gate.data(), n * hp.n_ff);
+      MatMul(L.down, ws_.gate.data(), n, ws_.tmp.data(), pool);
+    }
     kernels::AddInPlace(x, ws_.tmp.data(), n * E);
   }
 

@@ -1,5 +1,5 @@
-// Forward pass of the dense llama family (llama, qwen2, qwen3): pre-norm blocks of GQA
-// attention over the paged KV cache and a SwiGLU feed-forward network.
+// Forward pass of the llama family (llama, qwen2, qwen3, qwen3moe): pre-norm blocks of GQA
+// attention over the paged KV cache and a SwiGLU feed-forward network, dense or routed experts.
 #pragma once
 
 #include <memory>

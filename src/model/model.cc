@@ -2,6 +2,8 @@
 #include "model/model.h"
 
 #include "model/dense_decoder.h"
+#include "model/kimi_k3.h"
+#include "model/mla_decoder.h"
 
 namespace shoal {
 
@@ -11,6 +13,10 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOpt
   switch (def->family) {
     case BlockFamily::kDenseDecoder:
       return LoadDenseDecoder(file, hp, opt);
+    case BlockFamily::kMlaDecoder:
+      return LoadMlaDecoder(file, hp, opt);
+    case BlockFamily::kKimiK3:
+      return LoadKimiK3(file, hp, opt);
   }
   return Errorf("{}: no forward pass for architecture {}", file.path(), hp.arch);
 }
@@ -18,8 +24,8 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOpt
 KvLayout Model::MakeKvLayout(int32_t n_blocks, int32_t block_size, DType dtype) const {
   KvLayout l;
   l.n_layers = last_ - first_;
-  l.k_dim = hp_.k_dim();
-  l.v_dim = hp_.v_dim();
+  l.k_dim = hp_.cache_k_dim();
+  l.v_dim = hp_.cache_v_dim();
   l.dtype = dtype;
   l.block_size = block_size;
   l.n_blocks = n_blocks;

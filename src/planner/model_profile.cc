@@ -109,7 +109,8 @@ Result<uint64_t> KvBytesPerTokenPerLayer(const HParams& hp, DType kv_dtype) {
   if (kv_dtype != DType::kF16 && kv_dtype != DType::kF32)
     return Errorf("KV cache type {} not supported (use f16 or f32)", DTypeName(kv_dtype));
   const uint64_t elt = kv_dtype == DType::kF16 ? 2 : 4;
-  return static_cast<uint64_t>(hp.k_dim() + hp.v_dim()) * elt;
+  // MLA caches only the latent row (V is a view of it): HParams::cache_{k,v}_dim.
+  return static_cast<uint64_t>(hp.cache_k_dim() + hp.cache_v_dim()) * elt;
 }
 
 BufferBytes StageBufferBytes(const ModelProfile& p, bool first_stage, bool last_stage,

@@ -1,0 +1,309 @@
+// kimi-k3 decoder forward (llama.cpp's models/kimi-k3.cpp): per layer res_mix -> norm ->
+// KDA | MLA -> (banked ? a : x + a) -> res_mix -> norm -> situ FFN | latent MoE -> + ; logits
+// from res_mix(x, output_res_score).
+#include "model/kimi_k3.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <unordered_map>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+#include "model/kda.h"
+#include "model/mla_attention.h"
+#include "model/moe.h"
+#include "model/weights.h"
+
+namespace shoal {
+namespace {
+
+using kernels::MatrixView;
+
+struct Layer {
+  std::vector<float> attn_norm, ffn_norm, attn_res, ffn_res;  // [n_embd]
+  bool recurrent = false;
+  KdaWeights kda;
+  MlaWeights mla;
+  bool moe = false;
+  DenseFfn dense;
+  MoeWeights experts;                 // in the latent space
+  MatrixView routed_down, routed_up;  // [latent, n_embd], [n_embd, latent]
+  std::vector<float> routed_norm;     // [latent] or empty
+  DenseFfn shared;                    // full width, or empty
+};
+
+template <typename T>
+void Grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+// One sequence's recurrent state: a KdaState per KDA layer of this model.
+struct SeqState {
+  int32_t next_pos = 0;
+  std::vector<KdaState> layers;
+};
+
+class KimiK3 final : public Model {
+ public:
+  Status Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt);
+  Status Forward(const Batch& batch, const float* hidden_in, KvStore& kv, ThreadPool* pool,
+                 ForwardOutput* out) override;
+
+ private:
+  // out[n, E] = sum_j p_j stack_j + p_cur cur with p = softmax over the banked rows and cur of
+  // sum(rmsnorm(.) * w); identity while nothing is banked.
+  void ResMix(const float* cur, const std::vector<float>& w, int64_t n, float* out);
+  void LatentMoe(const Layer& L, const float* xn, int64_t n, float* out, ThreadPool* pool);
+
+  MlaOptions mla_;
+  MoeConfig moe_;
+  GluParams situ_;
+  MatrixView tok_embd_, output_;
+  std::vector<float> output_norm_, output_res_;
+  std::vector<Layer> layers_;
+  std::unordered_map<int64_t, SeqState> states_;
+  std::vector<std::vector<float>> stack_;  // banked layer inputs, each [n, E]
+  int n_banked_ = 0;
+  std::vector<float> x_, h_, xn_, tmp_, lat_, lat2_, sh_, rows_, scores_;
+  MlaScratch mla_s_;
+  KdaScratch kda_s_;
+  MoeScratch moe_s_;
+  FfnScratch ffn_s_;
+  kernels::MatMulScratch mm_;
+};
+
+Status KimiK3::Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt) {
+  hp_ = hp;
+  first_ = opt.first_layer;
+  last_ = opt.last_layer < 0 ? static_cast<int32_t>(hp.n_layer) : opt.last_layer;
+  if (first_ < 0 || first_ >= last_ || last_ > hp.n_layer)
+    return Errorf("layer range [{}, {}) is invalid for {} layers", first_, last_, hp.n_layer);
+  // The attention-residual stack (banked layer inputs) is not carried between pipeline stages.
+  if (hp.attn_res_block_size > 0 && (first_ != 0 || last_ != hp.n_layer))
+    return Errorf(
+        "kimi-k3: pipeline stages are not supported yet (the attention-residual "
+        "stack would have to travel with the hidden state)");
+  const int64_t E = hp.n_embd;
+  const int64_t lat = hp.n_expert_latent > 0 ? hp.n_expert_latent : E;
+  SHOAL_ASSIGN_OR_RETURN(tok_embd_, LoadMatrix(f, "token_embd.weight", E, hp.n_vocab));
+  SHOAL_ASSIGN_OR_RETURN(output_norm_, LoadVector(f, "output_norm.weight", E));
+  SHOAL_ASSIGN_OR_RETURN(output_, LoadMatrix(f, "output.weight", E, hp.n_vocab));
+  if (hp.attn_res_block_size > 0) {
+    SHOAL_ASSIGN_OR_RETURN(output_res_, LoadVector(f, "output_res_score.weight", E));
+  }
+  for (int il = first_; il < last_; ++il) {
+    auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
+    Layer L;
+    SHOAL_ASSIGN_OR_RETURN(L.attn_norm, LoadVector(f, n("attn_norm.weight"), E));
+    SHOAL_ASSIGN_OR_RETURN(L.ffn_norm, LoadVector(f, n("ffn_norm.weight"), E));
+    if (hp.attn_res_block_size > 0) {
+      SHOAL_ASSIGN_OR_RETURN(L.attn_res, LoadVector(f, n("attn_res_score.weight"), E));
+      SHOAL_ASSIGN_OR_RETURN(L.ffn_res, LoadVector(f, n("ffn_res_score.weight"), E));
+    }
+    L.recurrent = hp.is_recurrent_layer(il);
+    if (L.recurrent) {
+      SHOAL_ASSIGN_OR_RETURN(L.kda, LoadKdaWeights(f, hp, il));
+    } else {
+      SHOAL_ASSIGN_OR_RETURN(L.mla, LoadMlaWeights(f, hp, il));
+    }
+    if (hp.is_moe_layer(il)) {
+      L.moe = true;
+      SHOAL_ASSIGN_OR_RETURN(L.experts, LoadMoeWeights(f, il, E, lat, hp.n_ff_exp, hp.n_expert));
+      if (hp.n_expert_latent > 0) {
+        SHOAL_ASSIGN_OR_RETURN(L.routed_down, LoadMatrix(f, n("ffn_routed_down.weight"), E, lat));
+        SHOAL_ASSIGN_OR_RETURN(L.routed_up, LoadMatrix(f, n("ffn_routed_up.weight"), lat, E));
+        SHOAL_ASSIGN_OR_RETURN(L.routed_norm,
+                               LoadOptionalVector(f, n("ffn_routed_norm.weight"), lat));
+      }
+      if (f.FindTensor(n("ffn_gate_shexp.weight"))) {
+        SHOAL_ASSIGN_OR_RETURN(
+            L.shared, LoadDenseFfn(f, n("ffn_"), "_shexp.weight", E,
+                                   hp.n_ff_exp * std::max<int64_t>(hp.n_expert_shared, 1)));
+      }
+    } else {
+      SHOAL_ASSIGN_OR_RETURN(L.dense, LoadDenseFfn(f, n("ffn_"), ".weight", E, hp.n_ff));
+    }
+    layers_.push_back(std::move(L));
+  }
+  mla_.rope = false;  // K3's MLA is nope-only
+  mla_.kq_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k_mla));
+  situ_.kind = GluParams::kSitu;
+  situ_.beta = hp.situ_beta;
+  situ_.linear_beta = hp.situ_linear_beta;
+  moe_ = MoeConfigFrom(hp);
+  moe_.act = situ_;
+  return Status::Ok();
+}
+
+void KimiK3::ResMix(const float* cur, const std::vector<float>& w, int64_t n, float* out) {
+  const int64_t E = hp_.n_embd;
+  if (n_banked_ == 0 || w.empty()) {
+    std::copy(cur, cur + n * E, out);
+    return;
+  }
+  const int nb = n_banked_;
+  Grow(scores_, int64_t{nb + 1} + E);
+  float* sc = scores_.data();
+  float* tmp = scores_.data() + nb + 1;
+  auto score = [&](const float* x) {
+    kernels::RmsNorm(x, nullptr, tmp, E, hp_.rms_eps);
+    double sum = 0;  // ggml_sum_rows of rms_norm(x) * w, in double
+    for (int64_t i = 0; i < E; ++i) sum += static_cast<double>(tmp[i] * w[static_cast<size_t>(i)]);
+    return static_cast<float>(sum);
+  };
+  for (int64_t r = 0; r < n; ++r) {
+    for (int j = 0; j < nb; ++j) sc[j] = score(stack_[static_cast<size_t>(j)].data() + r * E);
+    sc[nb] = score(cur + r * E);
+    kernels::Softmax(sc, nb + 1);
+    float* o = out + r * E;
+    for (int64_t i = 0; i < E; ++i) o[i] = stack_[0][static_cast<size_t>(r * E + i)] * sc[0];
+    for (int j = 1; j < nb; ++j)
+      for (int64_t i = 0; i < E; ++i)
+        o[i] += stack_[static_cast<size_t>(j)][static_cast<size_t>(r * E + i)] * sc[j];
+    for (int64_t i = 0; i < E; ++i) o[i] += cur[r * E + i] * sc[nb];
+  }
+}
+
+void KimiK3::LatentMoe(const Layer& L, const float* xn, int64_t n, float* out, ThreadPool* pool) {
+  const int64_t E = hp_.n_embd;
+  const float* z = xn;
+  int64_t lat = E;
+  if (L.routed_down.data) {
+    lat = L.routed_down.rows;
+    Grow(lat_, n * lat);
+    kernels::MatMul(L.routed_down, xn, E, n, lat_.data(), lat, pool, &mm_);
+    z = lat_.data();
+  }
+  // Router on the full-width input, experts on the latent one.
+  Grow(lat2_, n * lat);
+  RunMoe(moe_, L.experts, xn, E, z, lat, n, lat2_.data(), pool, &moe_s_);
+  if (!L.routed_norm.empty())
+    for (int64_t r = 0; r < n; ++r)
+      kernels::RmsNorm(lat2_.data() + r * lat, L.routed_norm.data(), lat2_.data() + r * lat, lat,
+                       hp_.rms_eps);
+  if (L.routed_up.data) {
+    kernels::MatMul(L.routed_up, lat2_.data(), lat, n, out, E, pool, &mm_);
+  } else {
+    std::copy(lat2_.data(), lat2_.data() + n * E, out);
+  }
+  if (L.shared.gate.data) {
+    Grow(sh_, n * E);
+    RunDenseFfn(L.shared, situ_, xn, E, n, sh_.data(), E, pool, &ffn_s_);
+    kernels::AddInPlace(out, sh_.data(), n * E);
+  }
+}
+
+Status KimiK3::Forward(const Batch& b, const float* hidden_in, KvStore& kv, ThreadPool* pool,
+                       ForwardOutput* out) {
+  (void)hidden_in;
+  const HParams& hp = hp_;
+  const int64_t n = b.n_rows(), E = hp.n_embd;
+  if (n == 0) return Status::Ok();
+  int n_kda = 0;
+  for (const Layer& L : layers_) n_kda += L.recurrent;
+  // Recurrent state per chunk: a sequence starting at 0 gets a fresh one; any other chunk must
+  // continue where its state ends.
+  std::vector<SeqState*> seq(b.chunks.size());
+  for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
+    const SeqChunk& c = b.chunks[ci];
+    const int64_t need = static_cast<int64_t>(c.pos0) + c.n_tokens;
+    if (static_cast<int64_t>(c.blocks.size()) * kv.layout().block_size < need)
+      return Errorf("sequence {}: block table holds {} blocks, {} positions needed", c.seq_id,
+                    c.blocks.size(), need);
+    auto it = states_.find(c.seq_id);
+    if (c.pos0 == 0) {
+      SeqState& st = states_[c.seq_id];
+      st.layers.resize(static_cast<size_t>(n_kda));
+      for (KdaState& k : st.layers) k.Reset(hp);
+      st.next_pos = 0;
+      seq[ci] = &st;
+    } else if (it == states_.end() || it->second.next_pos != c.pos0) {
+      return Errorf(
+          "kimi-k3: sequence {} resumes at position {} without its recurrent state (a prefix-cache "
+          "hit or a swap: KDA state is not cached or swapped yet; disable prefix caching)",
+          c.seq_id, c.pos0);
+    } else {
+      seq[ci] = &it->second;
+    }
+  }
+  Grow(x_, n * E);
+  Grow(h_, n * E);
+  Grow(xn_, n * E);
+  Grow(tmp_, n * E);
+  float* x = x_.data();
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t id = b.tokens[static_cast<size_t>(r)];
+    if (id < 0 || id >= hp.n_vocab)
+      return Errorf("token id {} out of range [0, {})", id, hp.n_vocab);
+    kernels::Dequantize(tok_embd_.type,
+                        tok_embd_.data + static_cast<uint64_t>(id) * tok_embd_.row_bytes, x + r * E,
+                        E);
+  }
+  n_banked_ = 0;
+  std::vector<KdaState*> states(b.chunks.size());
+  int kda_i = 0;
+  for (int32_t li = 0; li < static_cast<int32_t>(layers_.size()); ++li) {
+    const Layer& L = layers_[static_cast<size_t>(li)];
+    const int il = first_ + li;
+    ResMix(x, L.attn_res, n, h_.data());
+    bool banked = false;
+    if (hp.attn_res_block_size > 0 && il % hp.attn_res_block_size == 0) {
+      if (static_cast<int>(stack_.size()) <= n_banked_) stack_.emplace_back();
+      Grow(stack_[static_cast<size_t>(n_banked_)], n * E);
+      std::copy(x, x + n * E, stack_[static_cast<size_t>(n_banked_)].data());
+      ++n_banked_;
+      banked = true;
+    }
+    for (int64_t r = 0; r < n; ++r)
+      kernels::RmsNorm(h_.data() + r * E, L.attn_norm.data(), xn_.data() + r * E, E, hp.rms_eps);
+    if (L.recurrent) {
+      for (size_t ci = 0; ci < b.chunks.size(); ++ci)
+        states[ci] = &seq[ci]->layers[static_cast<size_t>(kda_i)];
+      RunKda(hp, L.kda, xn_.data(), b, states, tmp_.data(), pool, &kda_s_);
+      ++kda_i;
+    } else {
+      RunMla(hp, L.mla, mla_, xn_.data(), nullptr, b, kv, li, tmp_.data(), pool, &mla_s_);
+    }
+    if (banked) {
+      std::copy(tmp_.data(), tmp_.data() + n * E, x);
+    } else {
+      kernels::AddInPlace(x, tmp_.data(), n * E);
+    }
+    ResMix(x, L.ffn_res, n, h_.data());
+    for (int64_t r = 0; r < n; ++r)
+      kernels::RmsNorm(h_.data() + r * E, L.ffn_norm.data(), xn_.data() + r * E, E, hp.rms_eps);
+    if (L.moe) {
+      LatentMoe(L, xn_.data(), n, tmp_.data(), pool);
+    } else {
+      RunDenseFfn(L.dense, situ_, xn_.data(), E, n, tmp_.data(), E, pool, &ffn_s_);
+    }
+    kernels::AddInPlace(x, tmp_.data(), n * E);
+  }
+  for (size_t ci = 0; ci < b.chunks.size(); ++ci)
+    seq[ci]->next_pos = b.chunks[ci].pos0 + b.chunks[ci].n_tokens;
+
+  ResMix(x, output_res_, n, h_.data());
+  const int64_t n_out = static_cast<int64_t>(b.out_rows.size());
+  Grow(rows_, n_out * E);
+  for (int64_t i = 0; i < n_out; ++i) {
+    const int32_t r = b.out_rows[static_cast<size_t>(i)];
+    if (r < 0 || r >= n) return Errorf("output row {} outside the batch of {} rows", r, n);
+    kernels::RmsNorm(h_.data() + r * E, output_norm_.data(), rows_.data() + i * E, E, hp.rms_eps);
+  }
+  out->logits.resize(static_cast<size_t>(n_out * hp.n_vocab));
+  kernels::MatMul(output_, rows_.data(), E, n_out, out->logits.data(), hp.n_vocab, pool, &mm_);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> LoadKimiK3(const gguf::File& f, const HParams& hp,
+                                          const LoadOptions& opt) {
+  auto m = std::make_unique<KimiK3>();
+  SHOAL_RETURN_IF_ERROR(m->Load(f, hp, opt));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace shoal

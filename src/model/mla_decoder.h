@@ -1,0 +1,23 @@
+// Forward pass of the deepseek2 family (DeepSeek-V2/V3, Kimi K2): latent attention, leading
+// dense layers, then routed experts (sigmoid or softmax gating, score bias) plus shared experts.
+#pragma once
+
+#include <memory>
+
+#include "model/model.h"
+
+namespace shoal {
+
+Result<std::unique_ptr<Model>> LoadMlaDecoder(const gguf::File& f, const HParams& hp,
+                                              const LoadOptions& opt);
+
+// llama.cpp's YaRN pre-scaling for deepseek2 (llama-context + models/deepseek2.cpp): the rope
+// attn_factor cancels ggml's own 1 + 0.1 ln(1/freq_scale), and the KQ scale carries
+// mscale^2 with mscale = 1 + yarn_log_mul ln(1/freq_scale). Without YaRN: 1 and 1/sqrt(hk).
+struct MlaScales {
+  float rope_attn_factor = 1.f;
+  float kq_scale = 1.f;
+};
+MlaScales DeepseekScales(const HParams& hp);
+
+}  // namespace shoal
