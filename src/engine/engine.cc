@@ -188,6 +188,8 @@ EngineStats Engine::stats() const {
   s.prefix_queries_total = sched_.prefix_queries_total();
   s.prefix_hits_total = sched_.prefix_hits_total();
   s.kv_waste = sched_.KvWaste();
+  s.kv_losses_total = sched_.kv_drops_total();
+  s.replayed_tokens_total = sched_.kv_dropped_tokens_total();
   return s;
 }
 
@@ -223,8 +225,19 @@ void Engine::SampleChoice(int64_t req_id, Live& r, int32_t index, const float* l
 Result<std::vector<TokenEvent>> Engine::Step() {
   std::vector<TokenEvent> events;
   const StepPlan plan = sched_.Schedule();
-  if (!plan.swap_out.empty() || !plan.copies.empty() || !plan.swap_in.empty())
-    SHOAL_RETURN_IF_ERROR(exec_->CopyBlocks(plan.swap_out, plan.copies, plan.swap_in));
+  // A KV loss in the executor voids this step: no token is sampled from it (so none is
+  // duplicated or skipped), and every sequence is recomputed from its tokens.
+  const auto kv_lost = [&] {
+    if (exec_->kv_epoch() == kv_epoch_) return false;
+    kv_epoch_ = exec_->kv_epoch();
+    sched_.DropAllKv();
+    return true;
+  };
+  if (!plan.swap_out.empty() || !plan.copies.empty() || !plan.swap_in.empty()) {
+    const Status s = exec_->CopyBlocks(plan.swap_out, plan.copies, plan.swap_in);
+    if (kv_lost()) return events;
+    SHOAL_RETURN_IF_ERROR(s);
+  }
   if (plan.chunks.empty()) return events;
   batch_.Clear();
   for (const ScheduledChunk& c : plan.chunks) {
@@ -233,7 +246,9 @@ Result<std::vector<TokenEvent>> Engine::Step() {
     batch_.Add(c.seq_id, ids, c.start, sched_.Table(c.seq_id).blocks, c.samples, false,
                c.tiled_until);
   }
-  SHOAL_RETURN_IF_ERROR(exec_->Run(batch_, &logits_));
+  const Status run = exec_->Run(batch_, &logits_);
+  if (kv_lost()) return events;
+  SHOAL_RETURN_IF_ERROR(run);
   const int64_t V = exec_->n_vocab();
   size_t out_i = 0;
   for (const ScheduledChunk& c : plan.chunks) {

@@ -46,6 +46,10 @@ class Executor {
   // Whole-block KV copies, in this order: pool -> swap, pool -> pool, swap -> pool.
   virtual Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
                             std::span<const BlockCopy> swap_in) = 0;
+  // Bumped each time the executor lost its KV rows and swap space (a distributed executor that
+  // re-planned after a node failure). A call that bumps it may fail or succeed; either way its
+  // results are void, and the engine recomputes every sequence's KV from its tokens.
+  virtual uint64_t kv_epoch() const { return 0; }
 };
 
 // Runs the whole model in this process over its own KV pool (and swap space) and thread pool.
@@ -97,8 +101,10 @@ struct EngineStats {
   int32_t n_running = 0, n_waiting = 0, n_swapped = 0;  // sequences (choices)
   double kv_usage = 0;                                  // 0..1 of blocks in use
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0, preemptions_total = 0,
-          prefix_queries_total = 0, prefix_hits_total = 0;  // prefix cache, in tokens
-  double kv_waste = 0;  // (slots allocated - slots used) / slots allocated
+          prefix_queries_total = 0, prefix_hits_total = 0,  // prefix cache, in tokens
+      kv_losses_total = 0,        // times the executor lost the KV (failovers)
+      replayed_tokens_total = 0;  // tokens whose KV was recomputed after a loss
+  double kv_waste = 0;            // (slots allocated - slots used) / slots allocated
 };
 
 class Engine {
@@ -160,6 +166,7 @@ class Engine {
   Batch batch_;
   std::vector<float> logits_;
   std::vector<int32_t> scratch_;
+  uint64_t kv_epoch_ = 0;
 };
 
 }  // namespace shoal

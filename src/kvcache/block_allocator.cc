@@ -93,6 +93,16 @@ bool BlockAllocator::Publish(int32_t block, uint64_t hash) {
   return true;
 }
 
+void BlockAllocator::DropCache() {
+  while (head_ >= 0) {
+    const int32_t b = head_;
+    LruUnlink(b);
+    free_.push_back(b);
+  }
+  for (auto& c : cached_) c = 0;
+  by_hash_.clear();
+}
+
 std::vector<int32_t> BlockAllocator::LruOrder() const {
   std::vector<int32_t> out;
   for (int32_t b = head_; b >= 0; b = next_[static_cast<size_t>(b)]) out.push_back(b);

@@ -45,6 +45,9 @@ class BlockAllocator {
   // published or another block holds the hash (then the caller's copy stays private).
   bool Publish(int32_t block, uint64_t hash);
   bool IsCached(int32_t block) const { return cached_[static_cast<size_t>(block)] != 0; }
+  // Forgets every published hash and frees the parked blocks: the KV rows behind them are gone
+  // (a node holding them died). Referenced blocks stay referenced, unpublished.
+  void DropCache();
   // Evictable blocks from least to most recently released (tests, diagnostics).
   std::vector<int32_t> LruOrder() const;
 

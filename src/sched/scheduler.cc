@@ -223,6 +223,29 @@ void Scheduler::Preempt(Seq& v, StepPlan* plan) {
   ++preemptions_;
 }
 
+void Scheduler::DropAllKv() {
+  std::vector<int64_t> back;  // running and swapped sequences, oldest first
+  for (int64_t id : running_) back.push_back(id);
+  for (int64_t id : swapped_) back.push_back(id);
+  std::sort(back.begin(), back.end(),
+            [&](int64_t a, int64_t b) { return Newer(seqs_.at(b), seqs_.at(a)); });
+  for (auto it = back.rbegin(); it != back.rend(); ++it) {
+    Seq& s = seqs_.at(*it);
+    kv_dropped_tokens_ += s.n_computed;
+    s.table.Clear(*alloc_);
+    for (int32_t slot : s.swap_slots) swap_.Release(slot);
+    s.swap_slots.clear();
+    s.n_computed = 0;
+    s.n_published = 0;
+    s.state = SeqState::kWaiting;
+    waiting_.push_front(s.id);  // newest pushed first: the oldest ends up in front
+  }
+  running_.clear();
+  swapped_.clear();
+  alloc_->DropCache();
+  ++kv_drops_;
+}
+
 void Scheduler::PlanChunk(Seq& s, int32_t n, StepPlan* plan, int32_t* budget) {
   const bool samples = s.n_computed + n == static_cast<int32_t>(s.tokens.size());
   plan->chunks.push_back({s.id, s.n_computed, n, samples, s.tiled_until});

@@ -84,6 +84,13 @@ class Scheduler {
   // full blocks to the prefix cache first).
   void Finish(int64_t seq_id);
 
+  // The executor lost every KV row (and swap slot): a node died and the plan was redone. Every
+  // sequence goes back to the waiting queue with nothing computed, oldest first, keeping its
+  // tokens, so its KV is rebuilt by prefill over prompt + generated tokens; the prefix cache is
+  // emptied. Call it instead of running the last plan's remaining steps.
+  void DropAllKv();
+  int64_t kv_drops_total() const { return kv_drops_; }
+
   // Plans the next step and marks planned tokens as computed. Blocks computed by earlier steps
   // are published to the prefix cache here, so call it only after the previous plan ran.
   StepPlan Schedule();
@@ -105,6 +112,8 @@ class Scheduler {
   int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t n_swapped() const { return static_cast<int32_t>(swapped_.size()); }
   int64_t preemptions_total() const { return preemptions_; }
+  // Tokens whose KV rows DropAllKv threw away (to be recomputed).
+  int64_t kv_dropped_tokens_total() const { return kv_dropped_tokens_; }
   // Prefix cache lookups and hits in tokens, counted at every admission from the waiting queue.
   int64_t prefix_queries_total() const { return prefix_queries_; }
   int64_t prefix_hits_total() const { return prefix_hits_; }
@@ -163,6 +172,7 @@ class Scheduler {
   int64_t next_order_ = 0;
   int64_t step_ = 0;
   int64_t preemptions_ = 0, prefix_queries_ = 0, prefix_hits_ = 0;
+  int64_t kv_drops_ = 0, kv_dropped_tokens_ = 0;
 };
 
 }  // namespace shoal
