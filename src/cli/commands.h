@@ -20,6 +20,7 @@ void AddServeCommand(CLI::App& app, Runner* runner);
 void AddNodeCommand(CLI::App& app, Runner* runner);
 void AddStatusCommand(CLI::App& app, Runner* runner);
 void AddClusterCommand(CLI::App& app, Runner* runner);
+void AddPlanCommand(CLI::App& app, Runner* runner);
 // `shoal bench serve`, a subcommand of `bench` (called by AddBenchCommand).
 CLI::App* AddBenchServeCommand(CLI::App& bench, Runner* runner);
 

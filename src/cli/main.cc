@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   shoal::cli::AddNodeCommand(app, &runner);
   shoal::cli::AddStatusCommand(app, &runner);
   shoal::cli::AddClusterCommand(app, &runner);
+  shoal::cli::AddPlanCommand(app, &runner);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
