@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
   shoal::cli::AddStatusCommand(app, &runner);
   shoal::cli::AddClusterCommand(app, &runner);
   shoal::cli::AddPlanCommand(app, &runner);
+#ifdef SHOAL_HAVE_SIM
+  shoal::cli::AddSimCommand(app, &runner);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
