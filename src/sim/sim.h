@@ -29,8 +29,8 @@ struct SimOptions {
   double duration_s = 600;
   uint64_t seed = 1;
   int32_t context = 4096;   // KV reserved per sequence
-  int32_t concurrency = 0;  // sequences in flight in total; 0 = 8 per replica lane
-  int32_t lanes = 8;        // micro-batch lanes per replica (scheduler instances)
+  int32_t concurrency = 0;  // sequences in flight in total; 0 = 64 per replica
+  int32_t lanes = 0;        // micro-batch lanes per replica; 0 = the planner's micro-batches
   // Seconds to bring a spare in: its share of the weights over its link, plus this.
   double respawn_s = 1.0;
 };

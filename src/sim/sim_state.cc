@@ -37,16 +37,17 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   device = d;
   rng.seed(o.seed);
   if (o.nodes < 1) return Errorf("sim: --nodes must be >= 1");
-  if (o.lanes < 1) return Errorf("sim: --lanes must be >= 1");
+  if (o.lanes < 0) return Errorf("sim: --lanes must be >= 0");
   if (o.workload.in < 1 || o.workload.out < 1 || !(o.workload.rate > 0))
     return Errorf("sim: workload needs rate > 0, in >= 1, out >= 1");
   if (o.context < o.workload.in + o.workload.out)
     return Errorf("sim: --context {} < in + out = {}", o.context, o.workload.in + o.workload.out);
-  // One replica sized for `lanes` x 8 sequences (or its share of --concurrency), then as many
-  // replicas as the nodes hold; the rest are spares.
+  // One replica sized for 64 sequences (or its share of --concurrency; 64 keeps a pipeline of
+  // up to 64 stages full), then as many replicas as the nodes hold; the rest are spares.
+  constexpr int32_t kDefaultSeqsPerReplica = 64;
   planner::CapacityOptions co;
   co.context = o.context;
-  co.concurrency = o.concurrency > 0 ? o.concurrency : o.lanes * 8;
+  co.concurrency = o.concurrency > 0 ? o.concurrency : kDefaultSeqsPerReplica;
   co.prompt = o.workload.in;
   SHOAL_ASSIGN_OR_RETURN(planner::CapacityReport one, planner::PlanCapacity(m, d, co));
   const int64_t reps = o.nodes / one.nodes_per_replica;
@@ -72,12 +73,14 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   report.stage_util.assign(stages.size(), 0);
   report.plan_decode_tps = plan.decode_tps_aggregate * static_cast<double>(reps);
 
-  const int32_t per_lane = std::max(1, (co.concurrency + o.lanes - 1) / o.lanes);
+  // Lanes = micro-batches in flight per replica (the planner's count: min(stages, sequences)).
+  opt.lanes = o.lanes > 0 ? o.lanes : std::max(1, plan.micro_batches);
+  const int32_t per_lane = std::max(1, (co.concurrency + opt.lanes - 1) / opt.lanes);
   const int32_t blocks = per_lane * ((o.context + kBlockSize - 1) / kBlockSize);
   replicas.resize(static_cast<size_t>(reps));
   for (int32_t r = 0; r < reps; ++r) {
     replicas[static_cast<size_t>(r)].index = r;
-    for (int32_t k = 0; k < o.lanes; ++k) {
+    for (int32_t k = 0; k < opt.lanes; ++k) {
       Lane& L = lanes.emplace_back();
       L.rep = &replicas[static_cast<size_t>(r)];
       L.max_seqs = per_lane;
