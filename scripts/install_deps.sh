@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS=(
   g++ make cmake ninja-build pkg-config git ca-certificates
   libhwy-dev libboost-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
-  libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev
+  libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libsimgrid-dev
   curl python3 iproute2
 )
 

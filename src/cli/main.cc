@@ -21,6 +21,10 @@ int main(int argc, char** argv) {
   shoal::cli::AddNodeCommand(app, &runner);
   shoal::cli::AddStatusCommand(app, &runner);
   shoal::cli::AddClusterCommand(app, &runner);
+  shoal::cli::AddPlanCommand(app, &runner);
+#ifdef SHOAL_HAVE_SIM
+  shoal::cli::AddSimCommand(app, &runner);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -6,9 +6,9 @@
 namespace shoal::planner {
 namespace {
 
-uint64_t KvPerTokenLayer(const ModelProfile& p, const PlanConfig& c) {
-  Result<uint64_t> r = KvBytesPerTokenPerLayer(p.hp, c.kv_dtype);
-  return r.ok() ? *r : 0;  // ValidateConfig rejects other KV types first
+uint64_t KvPerTokenLayer(const ModelProfile& p, const PlanConfig& c, int32_t l) {
+  // ValidateConfig rejects KV types other than f16 and f32 first.
+  return p.KvBytesPerToken(l, c.kv_dtype == DType::kF32 ? 4 : 2);
 }
 
 // Seconds for `flops_per_param` flops per matmul parameter over `cost`'s matrices on `node`
@@ -20,12 +20,6 @@ double MatmulSeconds(const TensorCost& cost, const NodeInfo& node, double flops_
     if (f > 0) s += flops_per_param * static_cast<double>(t.params) / f;
   }
   return s;
-}
-
-// Attention flops per query token at context ctx: q.k and the weighted sum of v over ctx keys
-// for every head, 2 flops per multiply-add.
-double AttentionFlops(const HParams& hp, double ctx) {
-  return 2.0 * static_cast<double>(hp.n_head * (hp.head_dim_k + hp.head_dim_v)) * ctx;
 }
 
 double F32Seconds(const NodeInfo& node, double flops) {
@@ -101,36 +95,68 @@ StageMemory EstimateStageMemory(const ModelProfile& p, const NodeInfo& node, con
                                 int32_t first, int32_t last) {
   StageMemory m;
   m.weights = p.StageWeightBytes(first, last);
-  m.kv = KvPerTokenLayer(p, c) * KvTokensPerLayer(c) * static_cast<uint64_t>(last - first);
+  for (int32_t l = first; l < last; ++l)
+    m.kv += KvPerTokenLayer(p, c, l) * KvTokensPerLayer(c) +
+            LayerStateBytes(p, l) * static_cast<uint64_t>(c.max_num_seqs);
   m.buffers = StageBuffers(p, node, c, first == 0, last == p.n_layer());
   m.overhead = c.process_overhead;
   return m;
 }
 
-double LayerDecodeSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                          int32_t l) {
+uint64_t LayerKvBytesPerToken(const ModelProfile& p, const PlanConfig& c, int32_t l) {
+  return KvPerTokenLayer(p, c, l);
+}
+
+uint64_t LayerStateBytes(const ModelProfile& p, int32_t l) { return p.Attn(l).state_bytes; }
+
+double LayerAttentionFlops(const ModelProfile& p, int32_t l, double ctx) {
+  const LayerAttn a = p.Attn(l);
+  return a.flops_per_ctx * ctx + a.flops_fixed;
+}
+
+double LayerMatmulSeconds(const ModelProfile& p, const NodeInfo& node, int32_t l, double params) {
+  const TensorCost& L = p.layers[static_cast<size_t>(l)];
+  const double all = static_cast<double>(L.matmul_params());
+  return all > 0 ? MatmulSeconds(L, node, 2.0) * params / all : 0;
+}
+
+double LayerDecodeStepSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                              int32_t l, double batch) {
   const TensorCost& L = p.layers[static_cast<size_t>(l)];
   const double ctx = c.DecodeContext();
-  // Every weight byte and the sequence's cached K/V rows are read once per token.
-  const double bytes =
-      static_cast<double>(L.bytes) + ctx * static_cast<double>(KvPerTokenLayer(p, c));
+  const double expert_bytes =
+      p.experts.empty() ? 0 : static_cast<double>(p.experts[static_cast<size_t>(l)].bytes);
+  // Every dense weight byte once per step, the routed experts the batch touches, and each
+  // sequence's cached K/V rows (or its fixed state, read and written back).
+  const double bytes = static_cast<double>(L.bytes) - expert_bytes +
+                       expert_bytes * p.ExpertsTouched(batch) +
+                       batch * (ctx * static_cast<double>(KvPerTokenLayer(p, c, l)) +
+                                2.0 * static_cast<double>(LayerStateBytes(p, l)));
   const double mem_s = bytes / node.mem_bw;
-  const double compute_s =
-      MatmulSeconds(L, node, 2.0) + F32Seconds(node, AttentionFlops(p.hp, ctx));
+  const double compute_s = batch * (LayerMatmulSeconds(p, node, l, p.ActiveParams(l)) +
+                                    F32Seconds(node, LayerAttentionFlops(p, l, ctx)));
   return std::max(mem_s, compute_s);
+}
+
+double LayerDecodeSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                          int32_t l) {
+  return LayerDecodeStepSeconds(p, node, c, l, 1.0);
 }
 
 double LayerPrefillSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
                            int32_t l) {
   const TensorCost& L = p.layers[static_cast<size_t>(l)];
   const double B = c.max_batched_tokens;
-  // A batch of B prompt tokens reads the weights once and writes B rows of K/V; its tokens
-  // attend on average to B / 2 positions (a fresh prompt chunk).
-  const double bytes =
-      static_cast<double>(L.bytes) / B + static_cast<double>(KvPerTokenLayer(p, c));
+  const double expert_bytes =
+      p.experts.empty() ? 0 : static_cast<double>(p.experts[static_cast<size_t>(l)].bytes);
+  // A batch of B prompt tokens reads the weights (the experts it touches) once and writes B
+  // rows of K/V; its tokens attend on average to B / 2 positions (a fresh prompt chunk).
+  const double weights =
+      static_cast<double>(L.bytes) - expert_bytes + expert_bytes * p.ExpertsTouched(B);
+  const double bytes = weights / B + static_cast<double>(KvPerTokenLayer(p, c, l));
   const double mem_s = bytes / node.mem_bw;
-  const double compute_s =
-      MatmulSeconds(L, node, 2.0) + F32Seconds(node, AttentionFlops(p.hp, B / 2));
+  const double compute_s = LayerMatmulSeconds(p, node, l, p.ActiveParams(l)) +
+                           F32Seconds(node, LayerAttentionFlops(p, l, B / 2));
   return std::max(mem_s, compute_s);
 }
 
@@ -151,6 +177,20 @@ StageTime EstimateStageTime(const ModelProfile& p, const NodeInfo& node, const P
   }
   t.decode_s += ExtrasDecodeSeconds(p, node, first, last);
   return t;
+}
+
+double EstimateStageStepSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                                int32_t first, int32_t last, double batch) {
+  double s = 0;
+  for (int32_t l = first; l < last; ++l) s += LayerDecodeStepSeconds(p, node, c, l, batch);
+  // The output head: weights once per step, compute per sequence.
+  if (last == p.n_layer()) {
+    TensorCost head = p.head;
+    if (p.hp.tied_embeddings) head.Add(p.token_embd);
+    s += std::max(static_cast<double>(head.bytes) / node.mem_bw,
+                  batch * MatmulSeconds(head, node, 2.0));
+  }
+  return s;
 }
 
 LinkTime EstimateLinkTime(const ModelProfile& p, const NodeInfo& from, const PlanConfig& c) {

@@ -68,6 +68,20 @@ double LayerDecodeSeconds(const ModelProfile& p, const NodeInfo& node, const Pla
                           int32_t l);
 double LayerPrefillSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
                            int32_t l);
+// Seconds of one decode step of `batch` sequences through layer l (weights read once, routed
+// experts as far as the batch touches them, each sequence's cache at DecodeContext(); compute
+// for batch tokens). LayerDecodeSeconds is batch 1.
+double LayerDecodeStepSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                              int32_t l, double batch);
+// KV bytes per token of layer l and the fixed per-sequence state bytes (KDA) at c.kv_dtype.
+uint64_t LayerKvBytesPerToken(const ModelProfile& p, const PlanConfig& c, int32_t l);
+uint64_t LayerStateBytes(const ModelProfile& p, int32_t l);
+// Seconds for the matmuls of `params` matrix parameters of the layer's weight types on `node`
+// (2 flops each; the layer's type mix; 0 when the node reports no throughput).
+double LayerMatmulSeconds(const ModelProfile& p, const NodeInfo& node, int32_t l, double params);
+// Attention flops of one query token of layer l at context ctx.
+double LayerAttentionFlops(const ModelProfile& p, int32_t l, double ctx);
+
 // Seconds per decode token of a stage's extra tensors (the output head on the last stage).
 double ExtrasDecodeSeconds(const ModelProfile& p, const NodeInfo& node, int32_t first,
                            int32_t last);
@@ -78,6 +92,9 @@ struct StageTime {
 };
 StageTime EstimateStageTime(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
                             int32_t first, int32_t last);
+// One decode step of `batch` sequences through the stage (layers and extras).
+double EstimateStageStepSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                                int32_t first, int32_t last, double batch);
 
 // One token's activations from `from` to the next stage: transfer (bytes / bandwidth) and
 // latency.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include "arch/arch.h"
 
@@ -99,6 +100,54 @@ TensorCost ModelProfile::StageExtras(int32_t first, int32_t last) const {
   return c;
 }
 
+std::string_view AttnKindName(AttnKind k) {
+  switch (k) {
+    case AttnKind::kGqa:
+      return "gqa";
+    case AttnKind::kMla:
+      return "mla";
+    case AttnKind::kKda:
+      return "kda";
+  }
+  return "?";
+}
+
+LayerAttn ModelProfile::Attn(int32_t l) const {
+  if (!attn.empty()) return attn[static_cast<size_t>(l)];
+  LayerAttn a;
+  a.kind = AttnKind::kGqa;
+  a.kv_width = hp.k_dim() + hp.v_dim();
+  // q.k and the weighted sum of v over every cached position, 2 flops per multiply-add.
+  a.flops_per_ctx = 2.0 * static_cast<double>(hp.n_head * (hp.head_dim_k + hp.head_dim_v));
+  return a;
+}
+
+uint64_t ModelProfile::KvBytesPerToken(int32_t l, uint64_t elt) const {
+  return static_cast<uint64_t>(Attn(l).kv_width) * elt;
+}
+
+double ModelProfile::ExpertsTouched(double tokens) const {
+  if (moe.n_expert <= 0 || moe.n_expert_used <= 0) return 1.0;
+  const double miss = 1.0 - static_cast<double>(moe.n_expert_used) / moe.n_expert;
+  return 1.0 - std::pow(miss, std::max(tokens, 0.0));
+}
+
+double ModelProfile::ActiveBytes(int32_t l) const {
+  const TensorCost& L = layers[static_cast<size_t>(l)];
+  if (moe.n_expert <= 0 || experts.empty()) return static_cast<double>(L.bytes);
+  const double x = static_cast<double>(experts[static_cast<size_t>(l)].bytes);
+  return static_cast<double>(L.bytes) - x +
+         x * static_cast<double>(moe.n_expert_used) / moe.n_expert;
+}
+
+double ModelProfile::ActiveParams(int32_t l) const {
+  const TensorCost& L = layers[static_cast<size_t>(l)];
+  if (moe.n_expert <= 0 || experts.empty()) return static_cast<double>(L.matmul_params());
+  const double x = static_cast<double>(experts[static_cast<size_t>(l)].matmul_params());
+  return static_cast<double>(L.matmul_params()) - x +
+         x * static_cast<double>(moe.n_expert_used) / moe.n_expert;
+}
+
 uint64_t ModelProfile::StageWeightBytes(int32_t first, int32_t last) const {
   uint64_t b = StageExtras(first, last).bytes;
   for (int32_t l = first; l < last; ++l) b += layers[static_cast<size_t>(l)].bytes;
@@ -163,6 +212,7 @@ Result<ModelProfile> ProfileFromTensors(const HParams& hp,
   ModelProfile p;
   p.hp = hp;
   p.layers.resize(static_cast<size_t>(hp.n_layer));
+  p.experts.resize(static_cast<size_t>(hp.n_layer));
   std::vector<int> seen(static_cast<size_t>(hp.n_layer), 0);
   bool have_embd = false;
   for (const TensorEntry& t : tensors) {
@@ -173,6 +223,8 @@ Result<ModelProfile> ProfileFromTensors(const HParams& hp,
       if (l >= hp.n_layer)
         return Errorf("tensor {} names layer {} of a {}-layer model", t.name, l, hp.n_layer);
       p.layers[static_cast<size_t>(l)].Add(t);
+      // Routed experts are stacked 3-D tensors named ffn_{gate,up,down}_exps (llama.cpp).
+      if (t.name.find("_exps.") != std::string::npos) p.experts[static_cast<size_t>(l)].Add(t);
       seen[static_cast<size_t>(l)] = 1;
     } else if (StartsWith(t.name, "blk.")) {
       return Errorf("tensor {}: malformed layer tensor name", t.name);
@@ -191,8 +243,33 @@ Result<ModelProfile> ProfileFromTensors(const HParams& hp,
   return p;
 }
 
+void ReadMoeAndAttention(const gguf::File& f, ModelProfile* p) {
+  const std::string a = p->hp.arch + ".";
+  p->moe.n_expert = static_cast<int64_t>(f.GetUintOr(a + "expert_count", 0));
+  p->moe.n_expert_used = static_cast<int64_t>(f.GetUintOr(a + "expert_used_count", 0));
+  p->moe.n_expert_shared = static_cast<int64_t>(f.GetUintOr(a + "expert_shared_count", 0));
+  const int64_t lora = static_cast<int64_t>(f.GetUintOr(a + "attention.kv_lora_rank", 0));
+  if (lora <= 0) return;
+  // MLA (DeepSeek-V2/V3 layout): the cache holds the latent and the shared rope key per token;
+  // with the up-projections absorbed each head scores against lora + rope elements and sums
+  // lora elements.
+  const int64_t rope = static_cast<int64_t>(f.GetUintOr(a + "rope.dimension_count", 64));
+  LayerAttn m;
+  m.kind = AttnKind::kMla;
+  m.kv_width = lora + rope;
+  m.flops_per_ctx = 2.0 * static_cast<double>(p->hp.n_head * (2 * lora + rope));
+  p->attn.assign(static_cast<size_t>(p->n_layer()), m);
+}
+
 Result<ModelProfile> ProfileFromGguf(const gguf::File& f) {
-  SHOAL_ASSIGN_OR_RETURN(HParams hp, LoadHParams(f));
+  Result<HParams> loaded = LoadHParams(f);
+  HParams hp;
+  if (loaded.ok()) {
+    hp = *loaded;
+  } else {
+    // An architecture the engine cannot run can still be priced: the shared keys suffice.
+    SHOAL_RETURN_IF_ERROR(ReadCommonHParams(f, &hp));
+  }
   std::vector<TensorEntry> entries;
   entries.reserve(f.tensors().size());
   for (const gguf::TensorInfo& ti : f.tensors()) {
@@ -204,8 +281,12 @@ Result<ModelProfile> ProfileFromGguf(const gguf::File& f) {
     e.nbytes = ti.nbytes;
     entries.push_back(std::move(e));
   }
+  if (hp.n_vocab == 0)  // set by the architecture's loader; else the embedding's rows
+    for (const TensorEntry& e : entries)
+      if (e.name == "token_embd.weight") hp.n_vocab = e.ne[1];
   Result<ModelProfile> p = ProfileFromTensors(hp, entries);
   if (!p.ok()) return p.status().Annotate(f.path());
+  ReadMoeAndAttention(f, &*p);
   return p;
 }
 

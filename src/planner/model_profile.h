@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -53,21 +54,59 @@ struct TensorCost {
   int64_t matmul_params() const;
 };
 
+// Mixture-of-experts shape from "<arch>.expert_count" etc. (n_expert 0: a dense model).
+struct MoeShape {
+  int64_t n_expert = 0;         // routed experts per MoE layer
+  int64_t n_expert_used = 0;    // routed experts each token visits
+  int64_t n_expert_shared = 0;  // experts every token visits (counted in the dense part)
+};
+
+// How a layer remembers the past: GQA caches K and V rows per token, MLA one compressed latent
+// (kv_lora_rank + rope dims) per token, KDA (Kimi Delta Attention, linear attention) a fixed
+// state per sequence and nothing per token.
+enum class AttnKind { kGqa, kMla, kKda };
+std::string_view AttnKindName(AttnKind k);
+struct LayerAttn {
+  AttnKind kind = AttnKind::kGqa;
+  int64_t kv_width = 0;      // cached elements per token (GQA: k_dim + v_dim; MLA: lora + rope)
+  uint64_t state_bytes = 0;  // fixed bytes per sequence (KDA: f32 state matrices + conv state)
+  // Attention flops per query token: `flops_per_ctx` per cached position plus `flops_fixed`.
+  double flops_per_ctx = 0;
+  double flops_fixed = 0;
+};
+
 struct ModelProfile {
   HParams hp;
-  std::vector<TensorCost> layers;  // [n_layer]: tensors "blk.N.*"
-  TensorCost token_embd;           // first stage (and last stage when embeddings are tied)
-  TensorCost head;                 // output_norm.* + output.* (last stage)
-  TensorCost other;                // any other non-layer tensor: counted on every stage
-  uint64_t total_bytes = 0;        // sum of every tensor's bytes
+  MoeShape moe;
+  std::vector<TensorCost> layers;   // [n_layer]: tensors "blk.N.*"
+  std::vector<TensorCost> experts;  // [n_layer]: the routed-expert part of each ("*_exps")
+  std::vector<LayerAttn> attn;      // [n_layer]: empty = GQA from hp for every layer
+  TensorCost token_embd;            // first stage (and last stage when embeddings are tied)
+  TensorCost head;                  // output_norm.* + output.* (last stage)
+  TensorCost other;                 // any other non-layer tensor: counted on every stage
+  uint64_t total_bytes = 0;         // sum of every tensor's bytes
   int64_t n_tensors = 0;
 
   int32_t n_layer() const { return static_cast<int32_t>(layers.size()); }
+  // The layer's attention (GQA from hp when `attn` is empty).
+  LayerAttn Attn(int32_t l) const;
+  // Cache bytes per token of layer l at kv element size `elt` (2 = f16, 4 = f32).
+  uint64_t KvBytesPerToken(int32_t l, uint64_t elt) const;
+  // Fraction of the layer's routed experts a step of `tokens` tokens reads: 1 - (1 - k/n)^tokens
+  // (uniform routing; 1 for a dense layer).
+  double ExpertsTouched(double tokens) const;
+  // Bytes and matmul parameters of layer l one token uses (dense part + k of n experts).
+  double ActiveBytes(int32_t l) const;
+  double ActiveParams(int32_t l) const;
   // Bytes of the tensors a stage serving layers [first, last) maps.
   uint64_t StageWeightBytes(int32_t first, int32_t last) const;
   // Tensors other than layers that the stage needs (embeddings, head, others).
   TensorCost StageExtras(int32_t first, int32_t last) const;
 };
+
+// Fills moe and attn from the hyper-parameters and metadata of MoE / MLA architectures
+// (deepseek2: "<arch>.expert_count", "<arch>.attention.kv_lora_rank", ...); a no-op for others.
+void ReadMoeAndAttention(const gguf::File& f, ModelProfile* p);
 
 // K + V bytes one token takes in one layer's cache: (k_dim + v_dim) * element size, as
 // KvLayout::BytesPerBlock counts them. kv_dtype must be F16 or F32.

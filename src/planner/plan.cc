@@ -38,11 +38,12 @@ Tables BuildTables(const ModelProfile& p, const std::vector<NodeInfo>& nodes, co
   Tables t;
   t.L = p.n_layer();
   t.N = static_cast<int32_t>(nodes.size());
-  const uint64_t kv_layer = EstimateStageMemory(p, nodes[0], c, 0, 1).kv;
   t.mem_prefix.assign(static_cast<size_t>(t.L) + 1, 0);
-  for (int32_t l = 0; l < t.L; ++l)
+  for (int32_t l = 0; l < t.L; ++l) {
+    const uint64_t kv_layer = EstimateStageMemory(p, nodes[0], c, l, l + 1).kv;
     t.mem_prefix[static_cast<size_t>(l) + 1] =
         t.mem_prefix[static_cast<size_t>(l)] + p.layers[static_cast<size_t>(l)].bytes + kv_layer;
+  }
   for (int32_t i = 0; i < t.N; ++i) {
     const NodeInfo& n = nodes[static_cast<size_t>(i)];
     NodeCosts nc;

@@ -1,0 +1,135 @@
+// `shoal plan`: how many of a device a model needs, how it is placed and how fast it runs.
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "dist/node_agent.h"
+#include "io/mapped_file.h"
+#include "planner/capacity.h"
+#include "planner/presets.h"
+
+namespace shoal::cli {
+namespace {
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A GGUF file's profile, its matrices re-typed to `type` when given.
+Result<planner::ModelProfile> GgufProfile(const std::string& path, std::optional<DType> type) {
+  SHOAL_ASSIGN_OR_RETURN(auto f, gguf::File::Open(path));
+  SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile p, planner::ProfileFromGguf(*f));
+  if (!type) return p;
+  std::vector<planner::TensorEntry> entries;
+  for (const gguf::TensorInfo& ti : f->tensors()) {
+    std::vector<int64_t> ne(ti.ne.begin(), ti.ne.begin() + ti.n_dims);
+    const DType t =
+        ti.n_dims >= 2 && ti.name.find("gate_inp") == std::string::npos ? *type : ti.type;
+    SHOAL_ASSIGN_OR_RETURN(planner::TensorEntry e, planner::TensorEntry::FromShape(ti.name, t, ne));
+    entries.push_back(std::move(e));
+  }
+  planner::ModelProfile q = p;
+  SHOAL_ASSIGN_OR_RETURN(q, planner::ProfileFromTensors(p.hp, entries));
+  q.moe = p.moe;
+  q.attn = p.attn;
+  return q;
+}
+
+}  // namespace
+
+Result<planner::ModelProfile> LoadModelProfile(const std::string& model,
+                                               std::optional<DType> type) {
+  if (EndsWith(model, ".gguf")) return GgufProfile(model, type);
+  return planner::ModelPresetProfile(model, type);
+}
+
+Result<planner::DevicePreset> LoadDevice(const std::string& device) {
+  if (device == "local") {
+    // This machine, measured as `shoal node` measures itself (STREAM triad, matmul speed); a
+    // node may use 80% of the memory available now.
+    SHOAL_ASSIGN_OR_RETURN(uint64_t mem, ParseMemSize("0.8", "--device local"));
+    planner::DevicePreset d;
+    d.name = "local";
+    d.description = "this machine (measured)";
+    d.node = dist::MeasureNode("local", "", mem, ResolveThreads(0));
+    d.mem_total = mem;
+    for (const auto& [t, f] : d.node.matmul_flops) d.peak_flops = std::max(d.peak_flops, f);
+    return d;
+  }
+  if (EndsWith(device, ".json")) {
+    SHOAL_ASSIGN_OR_RETURN(std::string text, ReadFileToString(device));
+    return planner::DeviceFromJson(text, device);
+  }
+  return planner::FindDevicePreset(device);
+}
+
+void AddPlanCommand(CLI::App& app, Runner* runner) {
+  auto* cmd = app.add_subcommand(
+      "plan",
+      "How many of a device a model needs, its placement and predicted speed (closed form)");
+  struct Opts {
+    std::string model, device = "ps3", type, link, link_dtype = "f16";
+    planner::CapacityOptions cap;
+    bool json = false, seed = false;
+  };
+  auto o = std::make_shared<Opts>();
+  std::string models, devices, links;
+  for (auto n : planner::ModelPresetNames()) models += (models.empty() ? "" : "|") + std::string(n);
+  for (auto n : planner::DevicePresetNames()) devices += std::string(n) + "|";
+  for (auto l : planner::LinkPresets()) links += (links.empty() ? "" : "|") + std::string(l.name);
+  cmd->add_option("-m,--model", o->model, "Model preset (" + models + ") or a .gguf file");
+  cmd->add_option("-d,--device", o->device,
+                  "Device preset (" + devices +
+                      "local = this machine, measured) or a NodeInfo "
+                      ".json file (optional power_w, price_usd)");
+  cmd->add_option("-n,--nodes", o->cap.nodes,
+                  "Devices available (0 = the fewest that hold weights + KV); more make replicas");
+  cmd->add_option("--type", o->type,
+                  "Weight type of every matrix (q4_0, q8_0, mxfp4, f16, ...); default: the "
+                  "file's types, or the preset's mix (q4_0; kimi-k3 routed experts mxfp4)");
+  cmd->add_option("--context", o->cap.context, "Tokens per sequence (KV reserved for each)");
+  cmd->add_option("--concurrency", o->cap.concurrency, "Sequences in flight in total");
+  cmd->add_option("--prompt", o->cap.prompt, "Prompt tokens for TTFT (default context / 2)");
+  cmd->add_option("--batch-tokens", o->cap.batch_tokens, "Prefill chunk (max batched tokens)");
+  cmd->add_option("--link", o->link, "Link between nodes (" + links + "; default: the device's)");
+  cmd->add_option("--link-type", o->link_dtype, "Activations on the wire: f32, f16 or q8_0");
+  cmd->add_flag("--json", o->json, "Print the report as JSON");
+  cmd->add_flag("--seed-check", o->seed,
+                "Reproduce the original PS3 capacity arithmetic and list what it leaves out");
+  cmd->callback([o, runner] {
+    *runner = [o]() -> int {
+      if (o->seed) {
+        fmt::print("{}", planner::FormatSeedCheck(planner::ComputeSeedCheck()));
+        return 0;
+      }
+      if (o->model.empty()) return Fail(Status::Error("plan: --model is required"));
+      std::optional<DType> type;
+      if (!o->type.empty()) {
+        type = DTypeFromName(o->type);
+        if (!type) return Fail(Errorf("plan: unknown --type '{}'", o->type));
+      }
+      auto profile = LoadModelProfile(o->model, type);
+      if (!profile.ok()) return Fail(profile.status());
+      auto device = LoadDevice(o->device);
+      if (!device.ok()) return Fail(device.status());
+      if (!o->link.empty()) {
+        auto l = planner::FindLinkPreset(o->link);
+        if (!l.ok()) return Fail(l.status());
+        device->node.link_bw = l->bw;
+        device->node.link_latency_s = l->latency_s;
+      }
+      auto ld = planner::ParseLinkDType(o->link_dtype);
+      if (!ld.ok()) return Fail(ld.status());
+      o->cap.link_dtype = *ld;
+      auto r = planner::PlanCapacity(*profile, *device, o->cap);
+      if (!r.ok()) return Fail(r.status());
+      fmt::print("{}\n", o->json ? planner::CapacityToJson(*r) : planner::FormatCapacity(*r));
+      return 0;
+    };
+  });
+}
+
+}  // namespace shoal::cli

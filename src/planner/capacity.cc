@@ -1,0 +1,254 @@
+// Capacity planning: sizes, node counts, placement (MakePlan or layer groups) and speed.
+#include "planner/capacity.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace shoal::planner {
+namespace {
+
+int64_t CeilDiv(double a, double b) { return static_cast<int64_t>(std::ceil(a / b - 1e-12)); }
+
+// Smallest prefill chunk the planner shrinks to: below ~16 rows a matmul is a matvec anyway.
+constexpr int32_t kMinBatchTokens = 16;
+
+WeightsBreakdown Weights(const ModelProfile& p) {
+  WeightsBreakdown w;
+  w.total = p.total_bytes;
+  w.embeddings = p.token_embd.bytes;
+  w.head = p.head.bytes;
+  w.other = p.other.bytes;
+  w.layer_min = UINT64_MAX;
+  for (int32_t l = 0; l < p.n_layer(); ++l) {
+    const uint64_t x = p.experts.empty() ? 0 : p.experts[static_cast<size_t>(l)].bytes;
+    const uint64_t b = p.layers[static_cast<size_t>(l)].bytes;
+    w.experts += x;
+    w.layers += b - x;
+    w.layer_min = std::min(w.layer_min, b);
+    w.layer_max = std::max(w.layer_max, b);
+    w.params += static_cast<double>(p.layers[static_cast<size_t>(l)].matmul_params());
+    w.active_params += p.ActiveParams(l);
+  }
+  TensorCost head = p.head;
+  if (p.hp.tied_embeddings) head.Add(p.token_embd);
+  w.params += static_cast<double>(p.token_embd.matmul_params() + p.head.matmul_params());
+  w.active_params += static_cast<double>(head.matmul_params());
+  return w;
+}
+
+// Whole layers per node: the fewest pipeline stages MakePlan accepts (from the greedy packing
+// count up), or 0 when one layer with its KV and the stage extras overflows a node.
+int32_t MinPipelineStages(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c) {
+  const int32_t L = p.n_layer();
+  int32_t stages = 0;
+  for (int32_t f = 0; f < L;) {
+    int32_t e = f;
+    while (e < L && EstimateStageMemory(p, node, c, f, e + 1).total() <= node.mem_limit) ++e;
+    if (e == f) return 0;
+    ++stages;
+    f = e;
+  }
+  for (int32_t s = stages; s <= L; ++s) {
+    std::vector<NodeInfo> nodes(static_cast<size_t>(s), node);
+    if (MakePlan(p, nodes, c).ok()) return s;
+  }
+  return 0;
+}
+
+// One replica as layer groups: embedding holders, one group per layer, the head's shards.
+Result<std::vector<StageSpec>> LayerGroups(const ModelProfile& p, const PlanConfig& c,
+                                           uint64_t usable, int64_t* max_per_layer,
+                                           int64_t* experts_per_node) {
+  std::vector<StageSpec> out;
+  const double U = static_cast<double>(usable);
+  if (!p.hp.tied_embeddings) {
+    StageSpec e;
+    e.embed_only = true;
+    e.dense_nodes = CeilDiv(static_cast<double>(p.token_embd.bytes), U);
+    out.push_back(e);
+  }
+  for (int32_t l = 0; l < p.n_layer(); ++l) {
+    StageSpec s;
+    s.first_layer = l;
+    s.last_layer = l + 1;
+    s.layer_group = true;
+    const double x = p.experts.empty() ? 0 : static_cast<double>(p.experts[l].bytes);
+    const double cache =
+        static_cast<double>(LayerKvBytesPerToken(p, c, l) * KvTokensPerLayer(c) +
+                            LayerStateBytes(p, l) * static_cast<uint64_t>(c.max_num_seqs));
+    const double dense = static_cast<double>(p.layers[l].bytes) - x + cache;
+    if (dense + x > U) {
+      s.dense_nodes = CeilDiv(dense, U);
+      if (x > 0 && p.moe.n_expert > 0) {
+        const double one = x / static_cast<double>(p.moe.n_expert);
+        const int64_t per_node = static_cast<int64_t>(U / one);
+        if (per_node < 1)
+          return Errorf("layer {}: one expert ({}) does not fit a node's {} usable", l,
+                        FormatMiB(static_cast<uint64_t>(one)), FormatMiB(usable));
+        s.expert_nodes =
+            CeilDiv(static_cast<double>(p.moe.n_expert), static_cast<double>(per_node));
+        *experts_per_node = std::max(*experts_per_node, std::min(per_node, p.moe.n_expert));
+      } else if (x > 0) {
+        s.dense_nodes = CeilDiv(dense + x, U);
+      }
+    }
+    *max_per_layer = std::max(*max_per_layer, s.nodes());
+    out.push_back(s);
+  }
+  StageSpec h;
+  h.first_layer = h.last_layer = p.n_layer();
+  TensorCost head = p.head;
+  if (p.hp.tied_embeddings) head.Add(p.token_embd);
+  h.dense_nodes = std::max<int64_t>(1, CeilDiv(static_cast<double>(head.bytes), U));
+  out.push_back(h);
+  return out;
+}
+
+int64_t NodesOf(const std::vector<StageSpec>& v) {
+  int64_t n = 0;
+  for (const StageSpec& s : v) n += s.nodes();
+  return n;
+}
+
+void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
+  const PlanConfig& c = r->config;
+  const double b_r = c.max_num_seqs;
+  const double S = static_cast<double>(r->stages.size());
+  r->micro_batches = static_cast<int32_t>(std::min(S, b_r));
+  r->micro_batch = std::ceil(b_r / r->micro_batches);
+  double sum_lat = 0, max_busy = 0, single = 0;
+  const char* bound = "";
+  size_t busiest = 0;
+  for (size_t i = 0; i < r->stages.size(); ++i) {
+    const StepCost s = StageDecodeCost(p, d.node, c, r->stages[i], r->micro_batch);
+    sum_lat += s.latency_s;
+    if (s.busy_s > max_busy) {
+      max_busy = s.busy_s;
+      bound = s.bound;
+      busiest = i;
+    }
+    single += StageDecodeCost(p, d.node, c, r->stages[i], 1).latency_s;
+  }
+  const double full = r->micro_batches * max_busy;
+  const double cycle = std::max(sum_lat, full);
+  r->decode_tps_stream = 1.0 / cycle;
+  r->decode_tps_single = 1.0 / single;
+  r->decode_tps_aggregate = static_cast<double>(r->replicas) * b_r / cycle;
+  const StageSpec& bs = r->stages[busiest];
+  if (full >= sum_lat || r->stages.size() == 1) {
+    r->binding = fmt::format("{} of stage {} (layers [{}, {}))", bound, busiest, bs.first_layer,
+                             bs.last_layer);
+  } else {
+    r->binding = fmt::format(
+        "latency: {} micro-batch{} in a {}-stage pipeline (bubbles: {:.0f}% of stage time idle)",
+        r->micro_batches, r->micro_batches == 1 ? "" : "es", r->stages.size(),
+        100.0 * (1 - full / sum_lat));
+  }
+  // Prefill: chunks of up to max_batched_tokens rows follow each other through the stages.
+  const double prompt = r->opt.prompt > 0 ? r->opt.prompt : std::max(1, r->opt.context / 2);
+  const double chunk = std::min<double>(c.max_batched_tokens, prompt);
+  double pre_lat = 0, pre_busy = 0;
+  for (const StageSpec& s : r->stages) {
+    const StepCost pc = StagePrefillCost(p, d.node, c, s, chunk);
+    pre_lat += pc.latency_s;
+    pre_busy = std::max(pre_busy, pc.busy_s);
+  }
+  r->prefill_tps = static_cast<double>(r->replicas) * chunk / pre_busy;
+  r->ttft_s = pre_lat + (std::ceil(prompt / chunk) - 1) * pre_busy;
+  r->power_w = d.power_w * static_cast<double>(r->nodes_used);
+  r->cost_usd = d.price_usd * static_cast<double>(r->nodes_used);
+  r->joules_per_token = r->power_w > 0 ? r->power_w / r->decode_tps_aggregate : 0;
+}
+
+}  // namespace
+
+Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d,
+                                    const CapacityOptions& o) {
+  SHOAL_RETURN_IF_ERROR(ValidateNode(d.node));
+  if (o.context < 1 || o.concurrency < 1 || o.nodes < 0 || o.batch_tokens < 1)
+    return Errorf("plan: context, concurrency and batch tokens must be >= 1, nodes >= 0");
+  CapacityReport r;
+  r.model = p.hp.name.empty() ? p.hp.arch : p.hp.name;
+  r.device = d.name;
+  r.opt = o;
+  r.w = Weights(p);
+  for (int32_t l = 0; l < p.n_layer(); ++l) {
+    const AttnKind k = p.Attn(l).kind;
+    (k == AttnKind::kGqa ? r.n_gqa : k == AttnKind::kMla ? r.n_mla : r.n_kda)++;
+  }
+  PlanConfig c;
+  c.max_model_len = o.context;
+  c.max_num_seqs = o.concurrency;
+  c.max_batched_tokens = o.batch_tokens;
+  c.link_dtype = o.link_dtype;
+  for (int32_t l = 0; l < p.n_layer(); ++l) {
+    r.kv_bytes_per_token += LayerKvBytesPerToken(p, c, l);
+    r.state_bytes_per_seq += LayerStateBytes(p, l);
+  }
+  r.kv_total = r.kv_bytes_per_token * static_cast<uint64_t>(o.context) *
+                   static_cast<uint64_t>(o.concurrency) +
+               r.state_bytes_per_seq * static_cast<uint64_t>(o.concurrency);
+  r.wire_bytes_per_token = LinkRowBytes(o.link_dtype, p.hp.n_embd);
+  const uint64_t limit = d.node.mem_limit;
+  while (c.max_batched_tokens > kMinBatchTokens &&
+         StageBuffers(p, d.node, c, true, true) > limit / 4)
+    c.max_batched_tokens /= 2;
+  const uint64_t fixed = c.process_overhead + StageBuffers(p, d.node, c, true, true);
+  if (fixed >= limit)
+    return Errorf("plan: a {} node ({}) cannot hold the process and its buffers ({})", d.name,
+                  FormatMiB(limit), FormatMiB(fixed));
+  r.node_usable = limit - fixed;
+  r.node_limit = limit;
+  r.n_layer = p.n_layer();
+  r.nodes_weights =
+      CeilDiv(static_cast<double>(r.w.total), static_cast<double>(limit - c.process_overhead));
+  r.nodes_weights_kv =
+      CeilDiv(static_cast<double>(r.w.total + r.kv_total), static_cast<double>(r.node_usable));
+
+  // Pass 1 sizes a replica for every sequence and sets how many replicas the nodes allow;
+  // pass 2 places one replica for its share of the sequences over nodes / replicas.
+  int64_t replicas = 1;
+  for (int pass = 0; pass < 2; ++pass) {
+    c.max_num_seqs = static_cast<int32_t>((o.concurrency + replicas - 1) / replicas);
+    const int32_t pipe = MinPipelineStages(p, d.node, c);
+    if (pipe > 0) {
+      int64_t per = pipe;
+      if (pass == 1 && o.nodes > 0 && o.nodes >= pipe)
+        per = std::min<int64_t>(p.n_layer(), std::max<int64_t>(pipe, o.nodes / replicas));
+      std::vector<NodeInfo> nodes(static_cast<size_t>(per), d.node);
+      for (size_t i = 0; i < nodes.size(); ++i) nodes[i].name = fmt::format("n{}", i);
+      SHOAL_ASSIGN_OR_RETURN(Plan plan, MakePlan(p, nodes, c));
+      r.mode = per == 1 ? "single node" : "pipeline";
+      r.stages.clear();
+      for (const Stage& s : plan.stages) r.stages.push_back({s.first_layer, s.last_layer, 1, 0});
+      r.pipeline = std::move(plan);
+      r.nodes_per_replica = per;
+    } else {
+      int64_t per_layer = 1, per_node = 0;
+      SHOAL_ASSIGN_OR_RETURN(r.stages, LayerGroups(p, c, r.node_usable, &per_layer, &per_node));
+      r.mode = "layer split";
+      r.pipeline.reset();
+      r.max_nodes_per_layer = per_layer;
+      r.experts_per_node = per_node;
+      r.nodes_per_replica = NodesOf(r.stages);
+    }
+    if (o.nodes > 0 && o.nodes < r.nodes_per_replica)
+      return Errorf(
+          "plan: {} on {} x {} does not fit: needs {} nodes at {} tokens x {} sequences "
+          "(weights alone: {} nodes)",
+          r.model, o.nodes, d.name, r.nodes_per_replica, o.context, c.max_num_seqs,
+          r.nodes_weights);
+    if (pass == 0) {
+      const int64_t reps = o.nodes > 0 ? std::max<int64_t>(1, o.nodes / r.nodes_per_replica) : 1;
+      replicas = std::min<int64_t>(reps, o.concurrency);
+      if (replicas == 1 && o.nodes <= r.nodes_per_replica) break;
+    }
+  }
+  r.replicas = replicas;
+  r.nodes_used = r.replicas * r.nodes_per_replica;
+  r.config = c;
+  Speed(p, d, &r);
+  return r;
+}
+
+}  // namespace shoal::planner

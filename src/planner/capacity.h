@@ -1,0 +1,107 @@
+// Capacity planning (`shoal plan`): how many of one device a model needs, how it is placed
+// (whole layers per node, or a layer split over a group of nodes: experts spread, dense tensors
+// sharded) and how fast it runs, from the cost model (cost_model.h) and MakePlan (plan.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "planner/cost_model.h"
+#include "planner/model_profile.h"
+#include "planner/plan.h"
+#include "planner/presets.h"
+
+namespace shoal::planner {
+
+struct CapacityOptions {
+  int64_t nodes = 0;           // devices available; 0 = the fewest that hold weights + KV
+  int32_t context = 8192;      // tokens per sequence (prompt + output): the KV each one reserves
+  int32_t concurrency = 1;     // sequences in flight in total
+  int32_t prompt = 0;          // prompt tokens for TTFT (0 = context / 2)
+  int32_t batch_tokens = 512;  // prefill chunk (shrunk while buffers > 1/4 of a node)
+  LinkDType link_dtype = LinkDType::kF16;
+};
+
+// One pipeline stage of a replica: a range of layers on one node, or one layer (or the output
+// head, first_layer == n_layer) split over a group: `dense_nodes` shard the dense tensors and
+// the KV (tensor parallel), `expert_nodes` hold the routed experts (expert parallel).
+struct StageSpec {
+  int32_t first_layer = 0, last_layer = 0;
+  int64_t dense_nodes = 1;
+  int64_t expert_nodes = 0;
+  bool embed_only = false;   // nodes that only hold the token embedding (lookups cost ~0)
+  bool layer_group = false;  // one layer priced as a group (layer-split mode; head apart)
+  int64_t nodes() const { return dense_nodes + expert_nodes; }
+  bool split() const { return dense_nodes > 1 || expert_nodes > 0; }
+};
+
+// Time of one micro-batch in a stage: `busy_s` occupies the stage's busiest resource (the next
+// micro-batch can start after it), `latency_s` is the micro-batch's time through the stage
+// including the hop to the next one. `bound` names what dominates busy_s.
+struct StepCost {
+  double busy_s = 0;
+  double latency_s = 0;
+  const char* bound = "memory bandwidth";
+};
+StepCost StageDecodeCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                         const StageSpec& s, double batch);
+StepCost StagePrefillCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                          const StageSpec& s, double tokens);
+
+struct WeightsBreakdown {
+  uint64_t total = 0, embeddings = 0, head = 0, layers = 0, experts = 0, other = 0;
+  uint64_t layer_min = 0, layer_max = 0;  // bytes of the smallest / largest layer
+  double params = 0, active_params = 0;   // matrix parameters, all and per token
+};
+
+struct CapacityReport {
+  std::string model, device;
+  CapacityOptions opt;
+  PlanConfig config;  // what the stages were priced with (per replica)
+  WeightsBreakdown w;
+  int32_t n_gqa = 0, n_mla = 0, n_kda = 0;  // layers by attention kind
+  uint64_t kv_bytes_per_token = 0;          // all layers
+  uint64_t state_bytes_per_seq = 0;         // all layers (KDA)
+  uint64_t kv_total = 0;                    // context x concurrency + states
+  uint64_t wire_bytes_per_token = 0;        // one activation row per hop
+  int32_t n_layer = 0;
+  uint64_t node_limit = 0;       // a node's memory limit
+  uint64_t node_usable = 0;      // a node's memory minus process overhead and buffers
+  int64_t nodes_weights = 0;     // ceil(weights / (memory - overhead))
+  int64_t nodes_weights_kv = 0;  // ceil((weights + KV) / usable)
+  // Placement of one replica.
+  std::string mode;  // "single node", "pipeline", "layer split"
+  std::vector<StageSpec> stages;
+  std::optional<Plan> pipeline;  // MakePlan's table in pipeline mode
+  int64_t nodes_per_replica = 0, replicas = 0, nodes_used = 0;
+  int64_t max_nodes_per_layer = 1, experts_per_node = 0;
+  // Speed.
+  double prefill_tps = 0, ttft_s = 0;
+  double decode_tps_stream = 0, decode_tps_aggregate = 0;
+  double decode_tps_single = 0;  // one sequence alone on a replica
+  int32_t micro_batches = 0;
+  double micro_batch = 0;  // sequences per micro-batch
+  std::string binding;
+  double power_w = 0, cost_usd = 0, joules_per_token = 0;
+};
+
+Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d,
+                                    const CapacityOptions& o);
+std::string FormatCapacity(const CapacityReport& r);
+std::string CapacityToJson(const CapacityReport& r);
+
+// The write-up's PS3 arithmetic and what it leaves out (`shoal plan --seed-check`).
+struct SeedCheck {
+  double pflops = 0;         // 100k x 200 GFLOPS
+  double memory_tib = 0;     // 100k x 256 MiB
+  double bandwidth_pbs = 0;  // 100k x 25.6 GB/s
+  double gib_7b_fp16 = 0, gib_70b_q4 = 0;
+  int64_t nodes_7b = 0, nodes_70b = 0;  // ceil(bytes / 256 MiB)
+};
+SeedCheck ComputeSeedCheck();
+std::string FormatSeedCheck(const SeedCheck& s);
+
+}  // namespace shoal::planner

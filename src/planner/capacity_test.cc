@@ -1,0 +1,156 @@
+// Tests of capacity planning: the seed write-up's arithmetic, preset sizes checked by hand, KV
+// per attention kind, node counts and placement modes.
+#include "planner/capacity.h"
+
+#include <gtest/gtest.h>
+
+#include "planner/presets.h"
+
+namespace shoal::planner {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+TEST(SeedCheck, ReproducesTheWriteUp) {
+  const SeedCheck s = ComputeSeedCheck();
+  EXPECT_NEAR(s.pflops, 20.0, 1e-9);
+  EXPECT_NEAR(s.memory_tib, 24.41, 0.005);
+  EXPECT_NEAR(s.bandwidth_pbs, 2.56, 1e-9);
+  EXPECT_NEAR(s.gib_7b_fp16, 13.04, 0.005);
+  EXPECT_NEAR(s.gib_70b_q4, 32.59, 0.01);
+  EXPECT_EQ(s.nodes_7b, 53);
+  EXPECT_EQ(s.nodes_70b, 131);
+  const std::string text = FormatSeedCheck(s);
+  EXPECT_NE(text.find("KV cache"), std::string::npos);
+  EXPECT_NE(text.find("209 MiB"), std::string::npos);
+}
+
+TEST(Presets, Llama8bSizesByHand) {
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kF16);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  // Per layer: q, o 4096^2; k, v 4096 x 1024; gate, up, down 4096 x 14336.
+  const int64_t layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336;
+  EXPECT_EQ(p->layers[0].matmul_params(), layer);
+  EXPECT_EQ(p->layers[0].bytes, static_cast<uint64_t>(layer) * 2 + 2 * 4096 * 4);
+  // 8.03B parameters in all (Meta's model card: 8.03B).
+  const double total = 32.0 * layer + 2.0 * 128256 * 4096;
+  EXPECT_NEAR(total / 1e9, 8.03, 0.01);
+  // GQA: 2 * 8 heads * 128 * 2 bytes per layer and token.
+  EXPECT_EQ(p->KvBytesPerToken(0, 2), 4096u);
+}
+
+TEST(Presets, MoeTotalsMatchPublishedCounts) {
+  auto ds = ModelPresetProfile("deepseek-v3", std::nullopt);
+  ASSERT_TRUE(ds.ok());
+  CapacityOptions o;
+  auto d = FindDevicePreset("h200-sxm");
+  ASSERT_TRUE(d.ok());
+  auto r = PlanCapacity(*ds, *d, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NEAR(r->w.params / 1e9, 671, 2);          // DeepSeek-V3: 671B total (w/o the MTP layer)
+  EXPECT_NEAR(r->w.active_params / 1e9, 37, 1.5);  // 37B activated
+  // MLA caches 512 + 64 elements per layer and token.
+  EXPECT_EQ(ds->KvBytesPerToken(5, 2), 576u * 2);
+  EXPECT_EQ(r->n_mla, 61);
+
+  auto k3 = ModelPresetProfile("kimi-k3", std::nullopt);
+  ASSERT_TRUE(k3.ok());
+  auto r3 = PlanCapacity(*k3, *d, o);
+  ASSERT_TRUE(r3.ok()) << r3.status().message();
+  EXPECT_NEAR(r3->w.params / 1e12, 2.8, 0.05);
+  EXPECT_NEAR(r3->w.active_params / 1e9, 104, 3);
+  EXPECT_EQ(r3->n_kda, 69);
+  EXPECT_EQ(r3->n_mla, 24);
+  EXPECT_EQ(k3->moe.n_expert, 896);
+  // KDA keeps no per-token cache, a fixed state: 64 heads x 128 x 128 f32 + 3 conv rows x 3 x
+  // 8192 f32.
+  int32_t kda = 0;
+  while (k3->Attn(kda).kind != AttnKind::kKda) ++kda;
+  EXPECT_EQ(k3->KvBytesPerToken(kda, 2), 0u);
+  EXPECT_EQ(k3->Attn(kda).state_bytes, 64u * 128 * 128 * 4 + 3u * 3 * 8192 * 4);
+  // Routed experts are MXFP4 (17 bytes per 32 weights).
+  EXPECT_EQ(k3->experts[5].matmul[0].type, DType::kMXFP4);
+}
+
+TEST(Capacity, NodeCountsAndPipelineOnSmallDevice) {
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ4_0);
+  auto d = FindDevicePreset("rpi5-8g");
+  ASSERT_TRUE(p.ok() && d.ok());
+  CapacityOptions o;
+  o.context = 8192;
+  o.concurrency = 4;
+  auto r = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  // 4.3 GiB of q4_0 weights fit one 7 GiB node; KV 4 x 8192 x 128 KiB = 4 GiB does not.
+  EXPECT_EQ(r->nodes_weights, 1);
+  EXPECT_EQ(r->kv_total, 4ull * 8192 * 32 * 4096);
+  EXPECT_GE(r->nodes_weights_kv, 2);
+  EXPECT_EQ(r->mode, "pipeline");
+  EXPECT_EQ(r->nodes_used, r->nodes_per_replica);
+  // Decode one sequence: every weight byte per token, at most bw / bytes.
+  EXPECT_LT(r->decode_tps_single, d->node.mem_bw / static_cast<double>(r->w.total));
+  EXPECT_GT(r->decode_tps_aggregate, r->decode_tps_stream);
+  // Twice the nodes: two replicas of two sequences each. Memory-bound decode batches better
+  // in one replica (weights read once for more sequences), so the aggregate does not double.
+  o.nodes = 2 * r->nodes_per_replica;
+  auto r2 = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->replicas, 2);
+  EXPECT_EQ(r2->config.max_num_seqs, 2);
+  EXPECT_EQ(r2->nodes_used, o.nodes);
+  EXPECT_GT(r2->decode_tps_stream, r->decode_tps_stream);
+  // Too few nodes is an error naming the need.
+  o.nodes = 1;
+  auto r3 = PlanCapacity(*p, *d, o);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.status().message().find("does not fit"), std::string::npos);
+}
+
+TEST(Capacity, Ps3SplitsEveryKimiLayer) {
+  auto p = ModelPresetProfile("kimi-k3", std::nullopt);
+  auto d = FindDevicePreset("ps3");
+  ASSERT_TRUE(p.ok() && d.ok());
+  CapacityOptions o;
+  o.context = 4096;
+  o.concurrency = 16;
+  auto r = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->mode, "layer split");
+  // Bytes-only count <= placed count (whole experts per node waste some memory).
+  EXPECT_LE(r->nodes_weights_kv, r->nodes_used);
+  EXPECT_GT(r->nodes_weights, 1.35 * 1024 * kGiB / (209.0 * 1024 * 1024));
+  EXPECT_GT(r->max_nodes_per_layer, 50);
+  EXPECT_GT(r->experts_per_node, 0);
+  // Decode per stream is bounded by the per-layer scatter/gather over 1 GbE: k = 16 experts x
+  // 2 directions x 14 KiB rows at 125 MB/s is 3.7 ms per layer, 92 MoE layers.
+  EXPECT_LT(r->decode_tps_single, 1.0 / (92 * 2 * 16 * 14336 / 125e6));
+  EXPECT_GT(r->decode_tps_single, 0.1);
+}
+
+TEST(Capacity, HandComputedSingleNodeDecode) {
+  // One llama-8b f16 on an H100 alone: decode = max(bytes / bw, flops / F) summed over layers,
+  // the hop latency and the head. Memory term: 16.06 GB / 3.35 TB/s = 4.8 ms.
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kF16);
+  auto d = FindDevicePreset("h100-sxm");
+  ASSERT_TRUE(p.ok() && d.ok());
+  CapacityOptions o;
+  o.context = 2;  // negligible KV
+  auto r = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->mode, "single node");
+  const double bytes = static_cast<double>(r->w.total - r->w.embeddings);
+  EXPECT_NEAR(1.0 / r->decode_tps_single, bytes / 3.35e12 + 2e-6, 0.02 * bytes / 3.35e12);
+}
+
+TEST(Presets, UnknownNamesAreErrors) {
+  EXPECT_FALSE(FindDevicePreset("pdp-11").ok());
+  EXPECT_FALSE(ModelPresetProfile("gpt-9", std::nullopt).ok());
+  EXPECT_FALSE(FindLinkPreset("carrier-pigeon").ok());
+  auto d =
+      DeviceFromJson(R"({"name":"x","mem_limit":1073741824,"mem_bw":1e10,"power_w":5})", "x.json");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->power_w, 5);
+}
+
+}  // namespace
+}  // namespace shoal::planner

@@ -1,0 +1,171 @@
+// Stage pricing for capacity plans: whole-layer stages through the cost model, layers split
+// over a node group (dense tensors sharded, routed experts spread) built from the same terms.
+#include <algorithm>
+#include <cmath>
+
+#include "planner/capacity.h"
+
+namespace shoal::planner {
+namespace {
+
+double Bw(const NodeInfo& n, const PlanConfig& c) { return n.link_bw > 0 ? n.link_bw : c.link_bw; }
+double Lat(const NodeInfo& n, const PlanConfig& c) {
+  return n.link_latency_s > 0 ? n.link_latency_s : c.link_latency_s;
+}
+
+// The same node with its matmul throughput removed: the cost model then gives the memory term.
+NodeInfo MemoryOnly(const NodeInfo& n) {
+  NodeInfo m = n;
+  m.matmul_flops.clear();
+  return m;
+}
+
+// Tensor-parallel all-reduce of `rows` activation rows over d nodes: ring transfer of
+// 2 (d - 1) / d of the data, and a tree's 2 log2(d) latencies.
+double AllReduce(double rows, double row_bytes, int64_t d, double bw, double lat) {
+  if (d <= 1) return 0;
+  const double dd = static_cast<double>(d);
+  return 2.0 * (dd - 1) / dd * rows * row_bytes / bw + 2.0 * std::ceil(std::log2(dd)) * lat;
+}
+
+struct Parts {
+  double dense = 0, dense_mem = 0, experts = 0, net = 0, latency = 0;
+};
+
+// One layer split over s.dense_nodes + s.expert_nodes, for `tokens` rows, each attending to
+// `ctx` cached positions (decode: DecodeContext(); prefill: tokens / 2).
+Parts SplitLayer(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                 const StageSpec& s, double tokens, double ctx, bool prefill) {
+  const int32_t l = s.first_layer;
+  const double d = static_cast<double>(s.dense_nodes);
+  const TensorCost& L = p.layers[static_cast<size_t>(l)];
+  const TensorCost& X = p.experts[static_cast<size_t>(l)];
+  const bool moe = p.moe.n_expert > 0 && X.bytes > 0;
+  const double x_bytes = moe ? static_cast<double>(X.bytes) : 0;
+  const double x_params = moe ? static_cast<double>(X.matmul_params()) : 0;
+  const double dense_bytes = static_cast<double>(L.bytes) - x_bytes;
+  const double dense_params = static_cast<double>(L.matmul_params()) - x_params;
+  const double kv = static_cast<double>(LayerKvBytesPerToken(p, c, l));
+  const double state = static_cast<double>(LayerStateBytes(p, l));
+  const double f32 = node.FlopsFor(DType::kF32);
+  Parts r;
+  // Dense shard: 1/d of the weights and of the sequences' cache per node.
+  const double cache = prefill ? tokens * kv : tokens * (ctx * kv + 2 * state);
+  r.dense_mem = (dense_bytes + cache) / d / node.mem_bw;
+  const double dense_comp = tokens *
+                            (LayerMatmulSeconds(p, node, l, dense_params) +
+                             (f32 > 0 ? LayerAttentionFlops(p, l, ctx) / f32 : 0)) /
+                            d;
+  r.dense = std::max(r.dense_mem, dense_comp);
+  const double row = static_cast<double>(LinkRowBytes(c.link_dtype, p.hp.n_embd));
+  const double bw = Bw(node, c), lat = Lat(node, c);
+  r.net = AllReduce(tokens, row, s.dense_nodes, bw, lat);
+  r.latency = s.dense_nodes > 1 ? 2.0 * std::ceil(std::log2(d)) * lat : 0;
+  if (moe && s.expert_nodes > 0) {
+    const double xn = static_cast<double>(s.expert_nodes);
+    const double n_exp = static_cast<double>(p.moe.n_expert);
+    const double k = static_cast<double>(p.moe.n_expert_used);
+    const double per_node = std::ceil(n_exp / xn);
+    const double one_expert = x_bytes / n_exp;
+    // The busiest expert node: its share of the touched experts, at least one when any is.
+    const double touched = std::min(per_node, std::max(1.0, per_node * p.ExpertsTouched(tokens)));
+    const double assignments = std::max(1.0, tokens * k / xn);
+    const double mem = touched * one_expert / node.mem_bw;
+    const double comp = assignments * LayerMatmulSeconds(p, node, l, x_params / n_exp);
+    r.experts = std::max(mem, comp);
+    // Scatter to the experts and gather back: 2 tokens k rows leave / enter the dense shards.
+    r.net += 2.0 * tokens * k * row / (d * bw);
+    r.latency += 2.0 * lat;
+  } else if (moe) {
+    // Experts on the dense node(s) themselves.
+    const double mem = x_bytes * p.ExpertsTouched(tokens) / d / node.mem_bw;
+    const double comp =
+        tokens * LayerMatmulSeconds(p, node, l, x_params * p.moe.n_expert_used / p.moe.n_expert) /
+        d;
+    r.dense += std::max(mem, comp);
+  }
+  return r;
+}
+
+// The output head split over d nodes (vocabulary rows), `rows` logit rows.
+Parts SplitHead(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c, int64_t d,
+                double rows) {
+  TensorCost head = p.head;
+  if (p.hp.tied_embeddings) head.Add(p.token_embd);
+  const double dn = static_cast<double>(d);
+  Parts r;
+  r.dense_mem = static_cast<double>(head.bytes) / dn / node.mem_bw;
+  double comp = 0;
+  for (const TypedParams& t : head.matmul) {
+    const double f = node.FlopsFor(t.type);
+    if (f > 0) comp += rows * 2.0 * static_cast<double>(t.params) / f / dn;
+  }
+  r.dense = std::max(r.dense_mem, comp);
+  // Each shard returns its best candidates (top-k) for the sampler: latency only.
+  r.latency = d > 1 ? Lat(node, c) : 0;
+  return r;
+}
+
+StepCost FromParts(const Parts& r, double hop_bytes, const NodeInfo& node, const PlanConfig& c) {
+  StepCost s;
+  const double hop = hop_bytes / Bw(node, c);
+  const double net = r.net + hop;
+  s.busy_s = std::max({r.dense, r.experts, net});
+  s.latency_s = r.dense + r.experts + net + r.latency + Lat(node, c);
+  s.bound = net >= std::max(r.dense, r.experts)
+                ? "network bandwidth"
+                : (std::max(r.dense_mem, r.experts) >= 0.999 * std::max(r.dense, r.experts)
+                       ? "memory bandwidth"
+                       : "compute");
+  return s;
+}
+
+StepCost Cost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c, const StageSpec& s,
+              double tokens, bool prefill) {
+  const double row = static_cast<double>(LinkRowBytes(c.link_dtype, p.hp.n_embd));
+  // The stage that produces logits (the output head, alone or after the last layers).
+  const bool last = s.first_layer >= p.n_layer() ||
+                    (!s.embed_only && !s.layer_group && s.last_layer >= p.n_layer());
+  const double hop_bytes = last ? 4.0 * tokens : row * tokens;  // sampled ids go back
+  if (s.embed_only) {
+    StepCost e;
+    e.busy_s = hop_bytes / Bw(node, c);
+    e.latency_s = e.busy_s + Lat(node, c);
+    e.bound = "network bandwidth";
+    return e;
+  }
+  Parts r;
+  if (s.first_layer >= p.n_layer()) {
+    r = SplitHead(p, node, c, s.dense_nodes, prefill ? 1.0 : tokens);
+  } else if (s.layer_group) {
+    const double ctx = prefill ? tokens / 2 : c.DecodeContext();
+    r = SplitLayer(p, node, c, s, tokens, ctx, prefill);
+  } else if (prefill) {
+    PlanConfig pc = c;
+    pc.max_batched_tokens = std::max(1, static_cast<int32_t>(tokens));
+    const double t = EstimateStageTime(p, node, pc, s.first_layer, s.last_layer).prefill_s;
+    r.dense = t * tokens;
+    r.dense_mem =
+        EstimateStageTime(p, MemoryOnly(node), pc, s.first_layer, s.last_layer).prefill_s * tokens;
+    if (last) r.dense += ExtrasDecodeSeconds(p, node, s.first_layer, s.last_layer);
+  } else {
+    r.dense = EstimateStageStepSeconds(p, node, c, s.first_layer, s.last_layer, tokens);
+    r.dense_mem =
+        EstimateStageStepSeconds(p, MemoryOnly(node), c, s.first_layer, s.last_layer, tokens);
+  }
+  return FromParts(r, hop_bytes, node, c);
+}
+
+}  // namespace
+
+StepCost StageDecodeCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                         const StageSpec& s, double batch) {
+  return Cost(p, node, c, s, std::max(batch, 1.0), false);
+}
+
+StepCost StagePrefillCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                          const StageSpec& s, double tokens) {
+  return Cost(p, node, c, s, std::max(tokens, 1.0), true);
+}
+
+}  // namespace shoal::planner

@@ -1,0 +1,68 @@
+// Cluster simulator (`shoal sim`): the planner's placement and the real scheduler (src/sched)
+// driving simulated stage compute and transfers on a SimGrid platform, with host failures.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "planner/capacity.h"
+
+namespace shoal::sim {
+
+struct Workload {
+  double rate = 1.0;  // requests per second (Poisson arrivals)
+  int32_t in = 512;   // prompt tokens
+  int32_t out = 128;  // generated tokens
+};
+// "poisson:RATE,in:LEN,out:LEN" (any subset, any order).
+Result<Workload> ParseWorkload(const std::string& s);
+// "10m", "90s", "2h", "600" (seconds).
+Result<double> ParseDuration(const std::string& s);
+
+struct SimOptions {
+  int64_t nodes = 0;
+  std::string topology = "star";
+  Workload workload;
+  double mtbf_hours = 0;  // per node; 0 = no failures
+  double duration_s = 600;
+  uint64_t seed = 1;
+  int32_t context = 4096;   // KV reserved per sequence
+  int32_t concurrency = 0;  // sequences in flight in total; 0 = 64 per replica
+  int32_t lanes = 0;        // micro-batch lanes per replica; 0 = the planner's micro-batches
+  // Seconds to bring a spare in: its share of the weights over its link, plus this.
+  double respawn_s = 1.0;
+};
+
+struct Dist {
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
+  int64_t n = 0;
+};
+
+struct SimReport {
+  std::string model, device, topology;
+  int64_t nodes = 0, hosts = 0, replicas = 0, nodes_per_replica = 0, stages = 0, lanes = 0;
+  double duration_s = 0;
+  int64_t requests_arrived = 0, requests_done = 0;
+  int64_t tokens_generated = 0, prompt_tokens = 0;
+  double throughput_tps = 0;
+  Dist ttft_s, tpot_s, e2e_s;
+  std::vector<double> stage_util;  // busy fraction per stage of replica 0
+  double mean_util = 0;
+  int64_t failures = 0, failovers = 0, spares_used = 0, replicas_lost = 0;
+  Dist recovery_s;
+  int64_t tokens_lost = 0, tokens_duplicated = 0;
+  int64_t activities = 0;
+  double wall_s = 0;
+  double plan_decode_tps = 0;  // the planner's closed-form aggregate, for comparison
+};
+
+// Runs one simulation (SimGrid allows one engine per process). Errors are values; SimGrid's
+// exceptions stay inside.
+Result<SimReport> RunSim(const planner::ModelProfile& model, const planner::DevicePreset& device,
+                         const SimOptions& opt);
+std::string FormatSimReport(const SimReport& r);
+std::string SimReportToJson(const SimReport& r);
+
+}  // namespace shoal::sim

@@ -1,0 +1,300 @@
+// Simulator state: placement from the planner, requests and lanes around the real Scheduler,
+// failures and re-planning with spares, statistics.
+#include "sim/sim_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <simgrid/s4u/Host.hpp>
+
+namespace shoal::sim {
+namespace {
+
+// KV block size of every lane's pool: the engine's default (SchedConfig).
+constexpr int32_t kBlockSize = 16;
+
+Dist Summarize(std::vector<double> v) {
+  Dist d;
+  d.n = static_cast<int64_t>(v.size());
+  if (v.empty()) return d;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  d.mean = sum / static_cast<double>(v.size());
+  auto q = [&](double p) { return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))]; };
+  d.p50 = q(0.5);
+  d.p90 = q(0.9);
+  d.p99 = q(0.99);
+  d.max = v.back();
+  return d;
+}
+
+}  // namespace
+
+Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& d,
+                   const SimOptions& o) {
+  opt = o;
+  model = m;
+  device = d;
+  rng.seed(o.seed);
+  if (o.nodes < 1) return Errorf("sim: --nodes must be >= 1");
+  if (o.lanes < 0) return Errorf("sim: --lanes must be >= 0");
+  if (o.workload.in < 1 || o.workload.out < 1 || !(o.workload.rate > 0))
+    return Errorf("sim: workload needs rate > 0, in >= 1, out >= 1");
+  if (o.context < o.workload.in + o.workload.out)
+    return Errorf("sim: --context {} < in + out = {}", o.context, o.workload.in + o.workload.out);
+  // One replica sized for 64 sequences (or its share of --concurrency; 64 keeps a pipeline of
+  // up to 64 stages full), then as many replicas as the nodes hold; the rest are spares.
+  constexpr int32_t kDefaultSeqsPerReplica = 64;
+  planner::CapacityOptions co;
+  co.context = o.context;
+  co.concurrency = o.concurrency > 0 ? o.concurrency : kDefaultSeqsPerReplica;
+  co.prompt = o.workload.in;
+  SHOAL_ASSIGN_OR_RETURN(planner::CapacityReport one, planner::PlanCapacity(m, d, co));
+  const int64_t reps = o.nodes / one.nodes_per_replica;
+  if (reps < 1)
+    return Errorf("sim: {} needs {} x {} per replica, only {} given", m.hp.name,
+                  one.nodes_per_replica, d.name, o.nodes);
+  if (o.concurrency > 0) {
+    co.concurrency = std::max<int32_t>(1, static_cast<int32_t>(o.concurrency / reps));
+    SHOAL_ASSIGN_OR_RETURN(one, planner::PlanCapacity(m, d, co));
+  }
+  plan = one;
+  stages = plan.stages;
+  row_bytes = planner::LinkRowBytes(plan.config.link_dtype, m.hp.n_embd);
+  report.model = plan.model;
+  report.device = d.name;
+  report.topology = o.topology;
+  report.nodes = o.nodes;
+  report.hosts = o.nodes;
+  report.replicas = reps;
+  report.nodes_per_replica = plan.nodes_per_replica;
+  report.stages = static_cast<int64_t>(stages.size());
+  report.duration_s = o.duration_s;
+  report.stage_util.assign(stages.size(), 0);
+  report.plan_decode_tps = plan.decode_tps_aggregate * static_cast<double>(reps);
+
+  // Lanes = micro-batches in flight per replica (the planner's count: min(stages, sequences)).
+  opt.lanes = o.lanes > 0 ? o.lanes : std::max(1, plan.micro_batches);
+  const int32_t per_lane = std::max(1, (co.concurrency + opt.lanes - 1) / opt.lanes);
+  const int32_t blocks = per_lane * ((o.context + kBlockSize - 1) / kBlockSize);
+  replicas.resize(static_cast<size_t>(reps));
+  for (int32_t r = 0; r < reps; ++r) {
+    replicas[static_cast<size_t>(r)].index = r;
+    for (int32_t k = 0; k < opt.lanes; ++k) {
+      Lane& L = lanes.emplace_back();
+      L.rep = &replicas[static_cast<size_t>(r)];
+      L.max_seqs = per_lane;
+      L.alloc = std::make_unique<BlockAllocator>(blocks);
+      SchedConfig sc;
+      sc.block_size = kBlockSize;
+      sc.max_num_seqs = per_lane;
+      sc.max_num_batched_tokens = plan.config.max_batched_tokens;
+      sc.max_model_len = o.context;
+      sc.tiled_prompt_min = 0;
+      L.sched = std::make_unique<Scheduler>(sc, L.alloc.get(), &L.clock);
+    }
+  }
+  report.lanes = static_cast<int64_t>(lanes.size());
+  // Poisson arrivals over the run, dealt round-robin to the lanes.
+  std::exponential_distribution<double> gap(o.workload.rate);
+  for (double t = gap(rng); t < o.duration_s; t += gap(rng)) {
+    Request q;
+    q.id = static_cast<int64_t>(requests.size());
+    q.arrival = t;
+    q.tokens.assign(static_cast<size_t>(o.workload.in), 1);
+    lanes[static_cast<size_t>(q.id) % lanes.size()].queue.push_back(q.id);
+    requests.push_back(std::move(q));
+  }
+  report.requests_arrived = static_cast<int64_t>(requests.size());
+  const size_t max_tokens = static_cast<size_t>(plan.config.max_batched_tokens) + 1;
+  decode_cost.assign(stages.size(), std::vector<planner::StepCost>(max_tokens));
+  prefill_cost.assign(stages.size(), std::vector<planner::StepCost>(max_tokens));
+  for (size_t i = 0; i < stages.size(); ++i)
+    for (size_t t = 1; t < max_tokens; ++t) {
+      decode_cost[i][t] =
+          planner::StageDecodeCost(m, d.node, plan.config, stages[i], static_cast<double>(t));
+      prefill_cost[i][t] =
+          planner::StagePrefillCost(m, d.node, plan.config, stages[i], static_cast<double>(t));
+    }
+  return Status::Ok();
+}
+
+void State::AssignHosts() {
+  dead.assign(hosts.size(), 0);
+  int64_t next = 0;
+  for (Replica& r : replicas) {
+    for (const planner::StageSpec& st : stages) {
+      r.primary.push_back(next);
+      for (int64_t k = 0; k < st.nodes(); ++k) {
+        owner[next] = r.index;
+        r.members.push_back(next++);
+      }
+    }
+  }
+  for (int64_t h = next; h < static_cast<int64_t>(hosts.size()); ++h) spares.push_back(h);
+}
+
+planner::StepCost State::Cost(size_t stage, int32_t decode, int32_t prefill) {
+  const size_t cap = decode_cost[stage].size() - 1;
+  planner::StepCost c;
+  if (decode > 0) c = decode_cost[stage][std::min(static_cast<size_t>(decode), cap)];
+  if (prefill > 0) {
+    const planner::StepCost& p = prefill_cost[stage][std::min(static_cast<size_t>(prefill), cap)];
+    c.busy_s += p.busy_s;
+    c.latency_s += p.latency_s;
+  }
+  return c;
+}
+
+double State::HopSeconds(int32_t tokens) const {
+  const double bw = device.node.link_bw > 0 ? device.node.link_bw : 125e6;
+  const double lat = device.node.link_latency_s > 0 ? device.node.link_latency_s : 100e-6;
+  return static_cast<double>(row_bytes) * tokens / bw + lat;
+}
+
+void State::FailRandomHost(double now) {
+  std::uniform_int_distribution<int64_t> pick(0, static_cast<int64_t>(hosts.size()) - 1);
+  int64_t h = pick(rng);
+  for (int tries = 0; dead[static_cast<size_t>(h)] && tries < 64; ++tries) h = pick(rng);
+  if (dead[static_cast<size_t>(h)]) return;
+  dead[static_cast<size_t>(h)] = 1;
+  ++report.failures;
+  hosts[static_cast<size_t>(h)]->turn_off();
+  auto sp = std::find(spares.begin(), spares.end(), h);
+  if (sp != spares.end()) {
+    spares.erase(sp);
+    return;
+  }
+  auto it = owner.find(h);
+  if (it == owner.end()) return;
+  Replica& r = replicas[static_cast<size_t>(it->second)];
+  owner.erase(it);
+  if (!r.alive) return;
+  ++report.failovers;
+  ++r.epoch;  // every in-flight step of the replica is void
+  if (r.failed_at < 0) r.failed_at = now;
+  if (spares.empty()) {
+    // Re-plan over the survivors: without a spare this replica cannot be whole again; its
+    // sequences move to the other replicas' lanes.
+    r.alive = false;
+    ++report.replicas_lost;
+    return;
+  }
+  const int64_t s = spares.front();
+  spares.erase(spares.begin());
+  ++report.spares_used;
+  std::replace(r.members.begin(), r.members.end(), h, s);
+  std::replace(r.primary.begin(), r.primary.end(), h, s);
+  owner[s] = r.index;
+  // The spare loads the dead node's share of the weights over its link.
+  const double bw = device.node.link_bw > 0 ? device.node.link_bw : 125e6;
+  r.ready_at =
+      std::max(r.ready_at, now) + opt.respawn_s + static_cast<double>(plan.node_usable) / bw;
+}
+
+void Lane::Admit(State* s, double now) {
+  auto add = [&](int64_t id) {
+    Request& q = s->requests[static_cast<size_t>(id)];
+    if (!sched->Add(id, q.tokens).ok()) return;
+    live.push_back(id);
+  };
+  while (!s->orphans.empty() && static_cast<int32_t>(live.size()) < max_seqs) {
+    add(s->orphans.front());
+    s->orphans.pop_front();
+  }
+  while (!queue.empty() && s->requests[static_cast<size_t>(queue.front())].arrival <= now &&
+         static_cast<int32_t>(live.size()) < max_seqs) {
+    add(queue.front());
+    queue.pop_front();
+  }
+}
+
+double Lane::NextArrival(const State* s) const {
+  if (!s->orphans.empty()) return 0;
+  if (queue.empty()) return s->opt.duration_s;
+  return s->requests[static_cast<size_t>(queue.front())].arrival;
+}
+
+void Lane::LoseKv(State* s) {
+  // The KV of every live sequence is gone; the coordinator still has each one's tokens. Remove
+  // and re-add them: the scheduler recomputes prompt + generated tokens as a prefill and the
+  // next sampled token continues the sequence (DESIGN.md, failover).
+  for (int64_t id : live) {
+    Request& q = s->requests[static_cast<size_t>(id)];
+    if (sched->Has(id)) {
+      if (sched->Tokens(id).size() != q.tokens.size()) ++s->report.tokens_lost;
+      sched->Finish(id);
+    }
+    if (!sched->Add(id, q.tokens).ok()) ++s->report.tokens_lost;
+  }
+}
+
+void Lane::Orphan(State* s) {
+  for (int64_t id : live) {
+    if (sched->Has(id)) sched->Finish(id);
+    s->orphans.push_back(id);
+  }
+  live.clear();
+  for (int64_t id : queue) s->orphans.push_back(id);
+  queue.clear();
+}
+
+void Lane::Complete(State* s, const StepPlan& plan, double now) {
+  Replica* r = rep;
+  if (r->failed_at >= 0) {
+    s->recoveries.push_back(now - r->failed_at);
+    r->failed_at = -1;
+  }
+  for (const ScheduledChunk& c : plan.chunks) {
+    if (!c.samples) {
+      s->report.prompt_tokens += c.n;
+      continue;
+    }
+    Request& q = s->requests[static_cast<size_t>(c.seq_id)];
+    if (q.generated >= s->opt.workload.out) {
+      ++s->report.tokens_duplicated;
+      continue;
+    }
+    if (q.first_token < 0) q.first_token = now;
+    ++q.generated;
+    ++s->report.tokens_generated;
+    constexpr int32_t kToken = 2;  // token ids do not matter to the schedule
+    q.tokens.push_back(kToken);
+    if (q.generated == s->opt.workload.out) {
+      q.done = now;
+      sched->Finish(c.seq_id);
+      live.erase(std::find(live.begin(), live.end(), c.seq_id));
+      ++s->report.requests_done;
+    } else {
+      sched->AppendToken(c.seq_id, kToken);
+    }
+  }
+}
+
+void State::Finalize() {
+  std::vector<double> ttft, tpot, e2e;
+  for (const Request& q : requests) {
+    if (q.first_token >= 0) ttft.push_back(q.first_token - q.arrival);
+    if (q.done >= 0) {
+      e2e.push_back(q.done - q.arrival);
+      if (q.generated > 1) tpot.push_back((q.done - q.first_token) / (q.generated - 1));
+      if (q.generated != opt.workload.out) ++report.tokens_lost;
+    }
+    if (static_cast<int64_t>(q.tokens.size()) != opt.workload.in + q.generated)
+      ++report.tokens_lost;
+  }
+  report.ttft_s = Summarize(ttft);
+  report.tpot_s = Summarize(tpot);
+  report.e2e_s = Summarize(e2e);
+  report.recovery_s = Summarize(recoveries);
+  report.throughput_tps = static_cast<double>(report.tokens_generated) / opt.duration_s;
+  double u = 0;
+  for (double& x : report.stage_util) {
+    x /= opt.duration_s;
+    u += x;
+  }
+  report.mean_util =
+      report.stage_util.empty() ? 0 : u / static_cast<double>(report.stage_util.size());
+}
+
+}  // namespace shoal::sim

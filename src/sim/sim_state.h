@@ -1,0 +1,88 @@
+// Simulator state without SimGrid types in its logic: requests, replicas, lanes (one Scheduler
+// each), stage costs from the planner, failure handling and the report.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "kvcache/block_allocator.h"
+#include "sched/scheduler.h"
+#include "sim/sim.h"
+
+namespace simgrid::s4u {
+class Host;
+}
+
+namespace shoal::sim {
+
+struct Request {
+  int64_t id = 0;
+  double arrival = 0, first_token = -1, done = -1;
+  int32_t generated = 0;
+  std::vector<int32_t> tokens;  // prompt + generated: what the coordinator keeps
+};
+
+struct Replica {
+  int32_t index = 0;
+  bool alive = true;
+  int64_t epoch = 0;
+  double ready_at = 0;           // replacement loaded and KV rebuildable from here
+  double failed_at = -1;         // last failure not yet recovered (-1: none)
+  std::vector<int64_t> members;  // host indices, stage by stage
+  std::vector<int64_t> primary;  // per stage: the host that runs its activities
+};
+
+struct State;
+
+struct Lane {
+  Replica* rep = nullptr;
+  std::unique_ptr<BlockAllocator> alloc;
+  std::unique_ptr<Scheduler> sched;
+  FakeClock clock;
+  std::deque<int64_t> queue;  // request ids assigned to this lane, by arrival
+  std::vector<int64_t> live;  // request ids in the scheduler
+  int32_t max_seqs = 1;
+
+  void Admit(State* s, double now);
+  double NextArrival(const State* s) const;
+  void LoseKv(State* s);
+  void Orphan(State* s);
+  void Complete(State* s, const StepPlan& plan, double now);
+};
+
+struct State {
+  SimOptions opt;
+  planner::ModelProfile model;
+  planner::DevicePreset device;
+  planner::CapacityReport plan;
+  std::vector<planner::StageSpec> stages;
+  uint64_t row_bytes = 0;
+  std::vector<Request> requests;
+  std::deque<int64_t> orphans;  // requests of retired replicas, waiting for another lane
+  std::vector<Replica> replicas;
+  std::deque<Lane> lanes;
+  std::vector<simgrid::s4u::Host*> hosts;
+  simgrid::s4u::Host* coordinator = nullptr;
+  std::vector<int64_t> spares;                 // host indices
+  std::unordered_map<int64_t, int32_t> owner;  // host index -> replica
+  std::vector<uint8_t> dead;
+  std::mt19937_64 rng;
+  SimReport report;
+  std::vector<double> recoveries;
+  // Stage costs by tokens: decode[stage][b], prefill[stage][t].
+  std::vector<std::vector<planner::StepCost>> decode_cost, prefill_cost;
+
+  Status Init(const planner::ModelProfile& m, const planner::DevicePreset& d, const SimOptions& o);
+  void AssignHosts();
+  planner::StepCost Cost(size_t stage, int32_t decode, int32_t prefill);
+  double HopSeconds(int32_t tokens) const;
+  void FailRandomHost(double now);
+  void Finalize();
+};
+
+}  // namespace shoal::sim
