@@ -93,17 +93,35 @@ Result<std::vector<BenchTest>> RunBench(Model& model, ThreadPool& pool, const Be
   return tests;
 }
 
-uint64_t DecodeBytesPerToken(const gguf::File& file, const HParams& hp) {
-  uint64_t bytes = 0;
+DecodeFootprint DecodeFootprintOf(const gguf::File& file, const HParams& hp) {
+  DecodeFootprint fp;
   for (const gguf::TensorInfo& t : file.tensors()) {
+    const int64_t n = t.n_elements();
+    fp.total_bytes += t.nbytes;
+    fp.total_params += n;
     if (t.name == "token_embd.weight") {
-      bytes += t.row_bytes();                     // one embedding row per token
-      if (hp.tied_embeddings) bytes += t.nbytes;  // the output head reads the whole table
+      fp.active_bytes += t.row_bytes();  // one embedding row per token
+      fp.active_params += t.ne[0];
+      if (hp.tied_embeddings) {  // the output head reads the whole table
+        fp.active_bytes += t.nbytes;
+        fp.active_params += n;
+      }
+    } else if (hp.n_expert > 0 && t.name.find("_exps.") != std::string::npos &&
+               t.ne[t.n_dims - 1] == hp.n_expert) {
+      // Expert slices are contiguous whole rows: n_expert_used of n_expert are read.
+      const uint64_t used = static_cast<uint64_t>(hp.n_expert_used);
+      fp.active_bytes += t.nbytes / static_cast<uint64_t>(hp.n_expert) * used;
+      fp.active_params += n / hp.n_expert * hp.n_expert_used;
     } else {
-      bytes += t.nbytes;
+      fp.active_bytes += t.nbytes;
+      fp.active_params += n;
     }
   }
-  return bytes;
+  return fp;
+}
+
+uint64_t DecodeBytesPerToken(const gguf::File& file, const HParams& hp) {
+  return DecodeFootprintOf(file, hp).active_bytes;
 }
 
 }  // namespace shoal
