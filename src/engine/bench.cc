@@ -35,7 +35,7 @@ Result<std::vector<BenchTest>> RunBench(Model& model, ThreadPool& pool, const Be
   const int32_t n_ctx = std::max(o.n_prompt, o.n_gen) + 1;
   const int32_t n_blocks = BlockTable::BlocksFor(n_ctx, kBlock);
   SHOAL_ASSIGN_OR_RETURN(KvStore kv,
-                         KvStore::Create(model.MakeKvLayout(n_blocks, kBlock, o.kv_type)));
+                         KvStore::Create(model.MakeKvLayout(n_blocks, kBlock, o.kv_type, 1)));
   BlockAllocator alloc(n_blocks);
   BlockTable table;
   SHOAL_RETURN_IF_ERROR(table.Reserve(alloc, n_ctx, kBlock));
@@ -50,7 +50,7 @@ Result<std::vector<BenchTest>> RunBench(Model& model, ThreadPool& pool, const Be
     std::vector<int32_t> ids(static_cast<size_t>(n));
     for (auto& id : ids) id = token(rng);
     b.Clear();
-    b.Add(0, ids, 0, table.blocks, true, false, TiledUntil(n));
+    b.Add(0, ids, 0, table.blocks, true, false, TiledUntil(n), /*state_slot=*/0);
     const auto t0 = std::chrono::steady_clock::now();
     SHOAL_RETURN_IF_ERROR(model.Forward(b, nullptr, kv, &pool, &out));
     return static_cast<double>(n) / Seconds(t0);
@@ -61,7 +61,8 @@ Result<std::vector<BenchTest>> RunBench(Model& model, ThreadPool& pool, const Be
     for (int32_t pos = 0; pos < n; ++pos) {
       const int32_t id = token(rng);
       b.Clear();
-      b.Add(0, std::span<const int32_t>(&id, 1), pos, table.blocks, true);
+      b.Add(0, std::span<const int32_t>(&id, 1), pos, table.blocks, true, false, 0,
+            /*state_slot=*/0);
       SHOAL_RETURN_IF_ERROR(model.Forward(b, nullptr, kv, &pool, &out));
     }
     return static_cast<double>(n) / Seconds(t0);
