@@ -38,6 +38,22 @@ for t in a:
 "'
 check "bench table prints pp and tg rows" '"$SHOAL" bench -m "$TMP/tiny.gguf" -p 8 -n 2 -r 1 | grep -q "tg2"'
 
+# MoE synth presets: each arch's tiny model loads, runs greedily the same twice (also from a
+# second file of the same seed), and bench counts only the routed experts a token uses.
+ids() { "$SHOAL" run -m "$1" -p "Once upon a time" -n 8 --temp 0 --ignore-eos --json | python3 -c "import json,sys; j=json.load(sys.stdin); assert len(j[\"ids\"])==8, j; print(j[\"ids\"])"; }
+for a in qwen3moe deepseek2 kimi-k3; do
+  "$SHOAL" synth --arch $a --preset tiny --type q8_0 -o "$TMP/$a.gguf" > /dev/null 2>&1
+  "$SHOAL" synth --arch $a --preset tiny --type q8_0 -o "$TMP/$a-2.gguf" > /dev/null 2>&1
+  check "synth --arch $a writes a loadable $a model" '"$SHOAL" info -m "$TMP/$a.gguf" | grep -q "arch            $a"'
+  check "synth $a: run is deterministic" 'x=$(ids "$TMP/$a.gguf") && [ -n "$x" ] && [ "$x" = "$(ids "$TMP/$a.gguf")" ] && [ "$x" = "$(ids "$TMP/$a-2.gguf")" ]'
+  check "bench $a: active params below total" '"$SHOAL" bench -m "$TMP/$a.gguf" -p 0 -n 2 -r 1 --json | python3 -c "
+import json,sys
+t=json.load(sys.stdin)[0]; assert 0 < t[\"model_n_params_active\"] < t[\"model_n_params\"] and 0 < t[\"model_size_active\"] < t[\"model_size\"], t
+"'
+done
+check "bench table has an active column for MoE" '"$SHOAL" bench -m "$TMP/qwen3moe.gguf" -p 0 -n 2 -r 1 | grep -q "active"'
+check "bench table has no active column for dense" '! "$SHOAL" bench -m "$TMP/tiny.gguf" -p 0 -n 2 -r 1 | grep -q "active"'
+
 # `shoal bench serve` against a real local SSE server (tests/sse_server.py), then a dead port.
 check "help lists bench serve" '"$SHOAL" bench --help | grep -q serve'
 "$SHOAL" bench > /dev/null 2> "$TMP/err"; rc=$?

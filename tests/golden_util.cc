@@ -23,7 +23,7 @@ std::unique_ptr<LoadedModel> Load(const std::string& path, DType kv_type, int th
   }
   m->model = std::move(model).value();
   const int32_t blocks = BlockTable::BlocksFor(n_ctx, m->block_size) * 8;
-  auto kv = KvStore::Create(m->model->MakeKvLayout(blocks, m->block_size, kv_type));
+  auto kv = KvStore::Create(m->model->MakeKvLayout(blocks, m->block_size, kv_type, 1));
   if (!kv.ok()) return nullptr;
   m->kv = std::make_unique<KvStore>(std::move(kv).value());
   m->alloc = std::make_unique<BlockAllocator>(blocks);
@@ -37,7 +37,8 @@ std::vector<std::vector<float>> RunSequence(LoadedModel& m, const std::vector<in
   Status s = table.Reserve(*m.alloc, static_cast<int32_t>(ids.size()), m.block_size);
   if (!s.ok()) return {};
   Batch b;
-  b.Add(1, ids, 0, table.blocks, false, false, TiledUntil(n_prompt < 0 ? first_row + 1 : n_prompt));
+  b.Add(1, ids, 0, table.blocks, false, false, TiledUntil(n_prompt < 0 ? first_row + 1 : n_prompt),
+        /*state_slot=*/0);
   for (int r = first_row; r < static_cast<int>(ids.size()); ++r) b.out_rows.push_back(r);
   ForwardOutput out;
   s = m.model->Forward(b, nullptr, *m.kv, m.pool.get(), &out);

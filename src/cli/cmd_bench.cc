@@ -86,12 +86,10 @@ int Bench(const BenchArgs& a) {
   const int threads = ResolveThreads(a.threads);
   ThreadPool pool(threads);
 
-  uint64_t size = 0;
-  int64_t params = 0;
-  for (const auto& t : (*f)->tensors()) {
-    size += t.nbytes;
-    params += t.n_elements();
-  }
+  const DecodeFootprint fp = DecodeFootprintOf(**f, hp);
+  const uint64_t size = fp.total_bytes;
+  const int64_t params = fp.total_params;
+  const bool moe = hp.n_expert > 0;  // the table gains an "active" column
   // Files without general.file_type are named by their first attention matrix's type.
   std::string ftype = FtypeName((*f)->GetUintOr("general.file_type", 99));
   if (ftype == "?")
@@ -101,7 +99,7 @@ int Bench(const BenchArgs& a) {
     }
   const std::string type = fmt::format("{} {} {}", hp.arch, SizeLabel(params), ftype);
   double bw = 0, roof_ts = 0;
-  const uint64_t bytes_per_token = DecodeBytesPerToken(**f, hp);
+  const uint64_t bytes_per_token = fp.active_bytes;
   if (a.roofline) {
     bw = MeasureTriadBandwidth(pool);
     roof_ts = bw / static_cast<double>(bytes_per_token);
@@ -125,6 +123,8 @@ int Bench(const BenchArgs& a) {
       j["model_type"] = type;
       j["model_size"] = size;
       j["model_n_params"] = params;
+      j["model_n_params_active"] = fp.active_params;  // per decoded token (routed experts used)
+      j["model_size_active"] = fp.active_bytes;
       j["backends"] = "CPU";
       j["n_threads"] = threads;
       j["type_k"] = a.kv_type;
@@ -149,27 +149,42 @@ int Bench(const BenchArgs& a) {
     std::printf("%s\n", arr.dump(2).c_str());
     return 0;
   }
-  fmt::print("| {:<30} | {:>10} | {:>10} | {:<7} | {:>7} | {:>12} | {:>20} |{}\n", "model", "size",
-             "params", "backend", "threads", "test", "t/s", a.roofline ? " roofline |" : "");
-  fmt::print("| {:-<30} | {:->9}: | {:->9}: | {:-<7} | {:->6}: | {:->11}: | {:->19}: |{}\n", "", "",
-             "", "", "", "", "", a.roofline ? " -------: |" : "");
+  fmt::print("| {:<30} | {:>10} | {:>10} |{} {:<7} | {:>7} | {:>12} | {:>20} |{}\n", "model",
+             "size", "params", moe ? fmt::format(" {:>10} |", "active") : "", "backend", "threads",
+             "test", "t/s", a.roofline ? " roofline |" : "");
+  fmt::print("| {:-<30} | {:->9}: | {:->9}: |{} {:-<7} | {:->6}: | {:->11}: | {:->19}: |{}\n", "",
+             "", "", moe ? " ---------: |" : "", "", "", "", "", a.roofline ? " -------: |" : "");
   for (const BenchTest& t : *tests) {
     const std::string test =
         t.n_prompt > 0 ? fmt::format("pp{}", t.n_prompt) : fmt::format("tg{}", t.n_gen);
     std::string roof;
     if (a.roofline)
       roof = t.n_gen > 0 ? fmt::format(" {:>7.1f}% |", 100 * t.avg_ts / roof_ts) : "          |";
+    const std::string active =
+        moe ? fmt::format(" {:>8.2f} M |", static_cast<double>(fp.active_params) / 1e6) : "";
     fmt::print(
-        "| {:<30} | {:>6.2f} MiB | {:>8.2f} M | {:<7} | {:>7} | {:>12} | {:>12.2f} ± {:>5.2f} "
+        "| {:<30} | {:>6.2f} MiB | {:>8.2f} M |{} {:<7} | {:>7} | {:>12} | {:>12.2f} ± {:>5.2f} "
         "|{}\n",
-        type, static_cast<double>(size) / (1 << 20), static_cast<double>(params) / 1e6, "CPU",
-        threads, test, t.avg_ts, t.stddev_ts, roof);
+        type, static_cast<double>(size) / (1 << 20), static_cast<double>(params) / 1e6, active,
+        "CPU", threads, test, t.avg_ts, t.stddev_ts, roof);
   }
-  if (a.roofline)
+  if (moe)
     fmt::print(
-        "\nSTREAM triad: {:.2f} GB/s ({} threads); decode reads {:.2f} MiB/token -> roofline "
+        "\nexperts: {} routed of {} per token (+ {} shared); active {:.2f} M of {:.2f} M "
+        "params, {:.2f} of {:.2f} MiB\n",
+        hp.n_expert_used, hp.n_expert, hp.n_expert_shared,
+        static_cast<double>(fp.active_params) / 1e6, static_cast<double>(params) / 1e6,
+        static_cast<double>(fp.active_bytes) / (1 << 20), static_cast<double>(size) / (1 << 20));
+  if (a.roofline) {
+    fmt::print(
+        "{}STREAM triad: {:.2f} GB/s ({} threads); decode reads {:.2f} MiB/token -> roofline "
         "{:.2f} t/s\n",
-        bw / 1e9, threads, static_cast<double>(bytes_per_token) / (1 << 20), roof_ts);
+        moe ? "" : "\n", bw / 1e9, threads, static_cast<double>(bytes_per_token) / (1 << 20),
+        roof_ts);
+    if (moe)  // what reading every expert would allow: measured t/s above it proves sparsity
+      fmt::print("reading all experts ({:.2f} MiB/token) would cap decode at {:.2f} t/s\n",
+                 static_cast<double>(size) / (1 << 20), bw / static_cast<double>(size));
+  }
   return 0;
 }
 

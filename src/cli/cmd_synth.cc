@@ -16,8 +16,12 @@ void AddSynthCommand(CLI::App& app, Runner* runner) {
     int64_t layers = 0;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("--arch", a->arch, "Architecture")->capture_default_str();
-  cmd->add_option("--preset", a->preset, "Shape: tiny, or 1b (TinyLlama-1.1B)")
+  cmd->add_option("--arch", a->arch, "Architecture: llama, qwen3moe, deepseek2 or kimi-k3")
+      ->capture_default_str();
+  cmd->add_option(
+         "--preset", a->preset,
+         "Shape: llama tiny, 1b (TinyLlama-1.1B) or 7b (Llama-2-7B); MoE archs tiny "
+         "(the shapes of shared/models/tiny) or small (64 experts top-8, a few hundred MB)")
       ->capture_default_str();
   cmd->add_option("-o,--output", a->out, "Output GGUF file")->required();
   cmd->add_option("--type", a->type, "Weight type: f32, f16, q8_0 or q4_0")->capture_default_str();

@@ -1,4 +1,5 @@
-// SynthesizeModel: random llama weights, quantized row by row in parallel, written as GGUF v3.
+// SynthesizeModel: random weights (llama or a MoE preset), quantized row by row in parallel,
+// written as GGUF v3.
 #include "convert/synth.h"
 
 #include <fmt/format.h>
@@ -156,22 +157,24 @@ uint64_t PhysicalMemoryBytes() {
                                : uint64_t{8} << 30;
 }
 
-void SetMetadata(const SynthOptions& opt, const SynthPreset& p, uint32_t file_type,
-                 SynthVocab vocab, gguf::Writer* w) {
-  w->SetString("general.architecture", "llama");
-  w->SetString("general.name", fmt::format("shoal-synth-llama-{}-{}", p.name, DTypeName(opt.type)));
+// Uniform in [0, 1) from the same per-row stream as FillNormal.
+void FillUniform(uint64_t stream, float* x, int64_t n) {
+  uint64_t s = stream;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>((Mix64(s += 0x9e3779b97f4a7c15ULL) >> 40) * 0x1.0p-24);
+  }
+}
+
+void SetGeneralMetadata(const SynthOptions& opt, const std::string& preset, uint32_t file_type,
+                        gguf::Writer* w) {
+  w->SetString("general.architecture", opt.arch);
+  w->SetString("general.name",
+               fmt::format("shoal-synth-{}-{}-{}", opt.arch, preset, DTypeName(opt.type)));
   w->SetU32("general.file_type", file_type);
   w->SetU32("general.quantization_version", 2);  // GGML_QNT_VERSION
-  w->SetU32("llama.vocab_size", static_cast<uint32_t>(p.n_vocab));
-  w->SetU32("llama.context_length", static_cast<uint32_t>(p.n_ctx));
-  w->SetU32("llama.embedding_length", static_cast<uint32_t>(p.n_embd));
-  w->SetU32("llama.block_count", static_cast<uint32_t>(p.n_layer));
-  w->SetU32("llama.feed_forward_length", static_cast<uint32_t>(p.n_ff));
-  w->SetU32("llama.rope.dimension_count", static_cast<uint32_t>(p.n_embd / p.n_head));
-  w->SetU32("llama.attention.head_count", static_cast<uint32_t>(p.n_head));
-  w->SetU32("llama.attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv));
-  w->SetF32("llama.attention.layer_norm_rms_epsilon", p.rms_eps);
-  w->SetF32("llama.rope.freq_base", p.rope_freq_base);
+}
+
+void SetTokenizerMetadata(SynthVocab vocab, gguf::Writer* w) {
   w->SetString("tokenizer.ggml.model", "llama");
   w->SetStringArray("tokenizer.ggml.tokens", vocab.tokens);
   w->SetF32Array("tokenizer.ggml.scores", vocab.scores);
@@ -183,7 +186,26 @@ void SetMetadata(const SynthOptions& opt, const SynthPreset& p, uint32_t file_ty
   w->SetBool("tokenizer.ggml.add_eos_token", false);
 }
 
+void SetLlamaMetadata(const SynthPreset& p, gguf::Writer* w) {
+  w->SetU32("llama.vocab_size", static_cast<uint32_t>(p.n_vocab));
+  w->SetU32("llama.context_length", static_cast<uint32_t>(p.n_ctx));
+  w->SetU32("llama.embedding_length", static_cast<uint32_t>(p.n_embd));
+  w->SetU32("llama.block_count", static_cast<uint32_t>(p.n_layer));
+  w->SetU32("llama.feed_forward_length", static_cast<uint32_t>(p.n_ff));
+  w->SetU32("llama.rope.dimension_count", static_cast<uint32_t>(p.n_embd / p.n_head));
+  w->SetU32("llama.attention.head_count", static_cast<uint32_t>(p.n_head));
+  w->SetU32("llama.attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv));
+  w->SetF32("llama.attention.layer_norm_rms_epsilon", p.rms_eps);
+  w->SetF32("llama.rope.freq_base", p.rope_freq_base);
+}
+
 }  // namespace
+
+int64_t SynthTensorElements(const SynthTensor& t) {
+  int64_t n = 1;
+  for (int64_t d : t.ne) n *= d;
+  return n;
+}
 
 const std::vector<SynthPreset>& SynthPresets() {
   static const std::vector<SynthPreset> kPresets = {
@@ -262,14 +284,31 @@ Result<std::vector<SynthTensor>> SynthTensorList(const SynthPreset& p, DType typ
 }
 
 Status SynthesizeModel(const SynthOptions& opt, const std::string& out_path) {
-  if (opt.arch != "llama") {
-    return Errorf("synth: unsupported architecture '{}' (only llama)", opt.arch);
-  }
-  SHOAL_ASSIGN_OR_RETURN(SynthPreset p, FindSynthPreset(opt.preset));
-  if (opt.n_layer > 0) p.n_layer = opt.n_layer;
   SHOAL_ASSIGN_OR_RETURN(const uint32_t file_type, SynthFileType(opt.type));
-  SHOAL_ASSIGN_OR_RETURN(const std::vector<SynthTensor> tensors, SynthTensorList(p, opt.type));
-  SHOAL_ASSIGN_OR_RETURN(SynthVocab vocab, BuildSynthVocab(p.n_vocab));
+  gguf::Writer writer;
+  std::vector<SynthTensor> tensors;
+  int64_t n_vocab = 0;
+  if (opt.arch == "llama") {
+    SHOAL_ASSIGN_OR_RETURN(SynthPreset p, FindSynthPreset(opt.preset));
+    if (opt.n_layer > 0) p.n_layer = opt.n_layer;
+    SHOAL_ASSIGN_OR_RETURN(tensors, SynthTensorList(p, opt.type));
+    SetGeneralMetadata(opt, p.name, file_type, &writer);
+    SetLlamaMetadata(p, &writer);
+    n_vocab = p.n_vocab;
+  } else if (IsMoeSynthArch(opt.arch)) {
+    SHOAL_ASSIGN_OR_RETURN(MoeSynthPreset p, FindMoeSynthPreset(opt.arch, opt.preset));
+    if (opt.n_layer > 0) p.n_layer = opt.n_layer;
+    SHOAL_ASSIGN_OR_RETURN(tensors, MoeSynthTensorList(p, opt.type));
+    SetGeneralMetadata(opt, p.name, file_type, &writer);
+    SetMoeSynthMetadata(p, &writer);
+    n_vocab = p.n_vocab;
+  } else {
+    return Errorf(
+        "synth: unsupported architecture '{}' (known: llama, qwen3moe, deepseek2, kimi-k3)",
+        opt.arch);
+  }
+  SHOAL_ASSIGN_OR_RETURN(SynthVocab vocab, BuildSynthVocab(n_vocab));
+  SetTokenizerMetadata(std::move(vocab), &writer);
   for (const SynthTensor& t : tensors) {
     if (!kernels::QuantizeSupported(t.type)) {
       return Errorf("synth: cannot quantize to {} in this build", DTypeName(t.type));
@@ -279,15 +318,13 @@ Status SynthesizeModel(const SynthOptions& opt, const std::string& out_path) {
   int64_t total_elements = 0;
   uint64_t total_bytes = 0;
   for (const SynthTensor& t : tensors) {
-    const int64_t rows = t.ne.size() > 1 ? t.ne[1] : 1;
+    const int64_t rows = SynthTensorElements(t) / t.ne[0];
     total_elements += t.ne[0] * rows;
     total_bytes += *RowBytes(t.type, t.ne[0]) * static_cast<uint64_t>(rows);
   }
   const uint64_t limit =
       opt.memory_limit_bytes > 0 ? opt.memory_limit_bytes : PhysicalMemoryBytes() / 2;
 
-  gguf::Writer writer;
-  SetMetadata(opt, p, file_type, std::move(vocab), &writer);
   TensorSink sink(&writer, total_bytes > limit ? out_path + ".staging" : "");
   ThreadPool pool(opt.n_threads > 0 ? opt.n_threads : HardwareThreads());
   const uint64_t seed_mix = Mix64(opt.seed ^ 0x5348'4f41'4c53'594eULL);  // "SHOALSYN"
@@ -295,15 +332,18 @@ Status SynthesizeModel(const SynthOptions& opt, const std::string& out_path) {
   int64_t done_elements = 0;
   for (const SynthTensor& t : tensors) {
     const int64_t n = t.ne[0];
-    const int64_t rows = t.ne.size() > 1 ? t.ne[1] : 1;
+    const int64_t rows = SynthTensorElements(t) / n;
     const uint64_t row_bytes = *RowBytes(t.type, n);
     const uint64_t tensor_stream = Mix64(seed_mix + Fnv1a(t.name));
     // Scale and offset of N(0, 1): fan-in scaling keeps activations O(1) through every layer.
-    const float scale = t.init == SynthTensor::Init::kMatrix
-                            ? 1.0f / std::sqrt(static_cast<float>(n))
-                        : t.init == SynthTensor::Init::kNorm ? 0.1f
-                                                             : 1.0f;
-    const float offset = t.init == SynthTensor::Init::kNorm ? 1.0f : 0.0f;
+    // kNegUniform: -(1 + 15 u) with u uniform in [0, 1).
+    using Init = SynthTensor::Init;
+    const float scale = t.init == Init::kMatrix       ? 1.0f / std::sqrt(static_cast<float>(n))
+                        : t.init == Init::kNorm       ? 0.1f
+                        : t.init == Init::kScaled     ? t.sd
+                        : t.init == Init::kNegUniform ? -15.0f
+                                                      : 1.0f;
+    const float offset = t.init == Init::kNorm ? 1.0f : t.init == Init::kNegUniform ? -1.0f : 0.0f;
     SHOAL_ASSIGN_OR_RETURN(Buffer bytes, Buffer::Allocate(row_bytes * rows));
     const int64_t slice_rows = std::max<int64_t>(1, kSliceElements / n);
     for (int64_t r0 = 0; r0 < rows; r0 += slice_rows) {
@@ -311,7 +351,12 @@ Status SynthesizeModel(const SynthOptions& opt, const std::string& out_path) {
       pool.ParallelFor(r1 - r0, 1, [&](int64_t b, int64_t e) {
         std::vector<float> x(n);
         for (int64_t r = r0 + b; r < r0 + e; ++r) {
-          FillNormal(Mix64(tensor_stream + static_cast<uint64_t>(r)), x.data(), n);
+          const uint64_t row_stream = Mix64(tensor_stream + static_cast<uint64_t>(r));
+          if (t.init == Init::kNegUniform) {
+            FillUniform(row_stream, x.data(), n);
+          } else {
+            FillNormal(row_stream, x.data(), n);
+          }
           for (float& v : x) v = v * scale + offset;
           kernels::QuantizeWeights(t.type, x.data(), bytes.data() + r * row_bytes, n);
         }

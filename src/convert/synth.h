@@ -1,8 +1,10 @@
-// Random-weight model synthesizer: llama-architecture GGUF files with a working SPM vocabulary.
+// Random-weight model synthesizer: llama, qwen3moe, deepseek2 and kimi-k3 GGUF files with a
+// working SPM vocabulary.
 //
-// `shoal synth` uses it to make models of real shapes (TinyLlama 1.1B, Llama-2 7B) for
-// benchmarks, memory planning and end-to-end tests without downloading weights. The files follow
-// llama.cpp's llama layout and metadata exactly, so llama.cpp loads them too.
+// `shoal synth` uses it to make models of real shapes (TinyLlama 1.1B, Llama-2 7B, MoE models
+// with many experts) for benchmarks, memory planning and end-to-end tests without downloading
+// weights. The files follow llama.cpp's layout and metadata key names exactly (the MoE tiny
+// presets have the shapes and keys of ../shared/models/tiny), so llama.cpp loads them too.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,9 @@
 #include "tensor/dtype.h"
 
 namespace shoal {
+namespace gguf {
+class Writer;
+}
 
 // Shape of a synthesized model (llama hyper-parameters).
 struct SynthPreset {
@@ -36,12 +41,12 @@ const std::vector<SynthPreset>& SynthPresets();
 Result<SynthPreset> FindSynthPreset(const std::string& name);
 
 struct SynthOptions {
-  std::string arch = "llama";   // only "llama" so far
-  std::string preset = "tiny";  // a SynthPresets() name
+  std::string arch = "llama";   // "llama", or a MoeSynthPresets() arch
+  std::string preset = "tiny";  // a SynthPresets() name (llama) or MoeSynthPresets() name
   // Matrix type: kF32, kF16, kQ8_0 or kQ4_0 (norms are always F32). With kQ4_0, output.weight is
   // Q6_K as llama-quantize makes it (Q8_0 when n_embd is not a multiple of 256).
   DType type = DType::kF32;
-  uint64_t seed = 1;  // same seed, preset and type -> byte-identical file
+  uint64_t seed = 1;    // same seed, preset and type -> byte-identical file
   int64_t n_layer = 0;  // > 0: overrides the preset's layer count (e.g. deep pipelines in tests)
   // Called on the calling thread with the fraction done in [0, 1] (generation is 0..0.95, the
   // final write 0.95..1).
@@ -61,15 +66,46 @@ Status SynthesizeModel(const SynthOptions& opt, const std::string& out_path);
 
 // One tensor of a synthesized model.
 struct SynthTensor {
-  enum class Init { kMatrix, kEmbedding, kNorm };
+  // kMatrix N(0, 1/ne[0]); kEmbedding N(0, 1); kNorm 1 + 0.1 N(0, 1); kScaled N(0, sd^2);
+  // kNegUniform -U(1, 16) (kimi-k3 ssm_a = -exp(A_log), as the converter stores it).
+  enum class Init { kMatrix, kEmbedding, kNorm, kScaled, kNegUniform };
   std::string name;
   DType type = DType::kF32;
   std::vector<int64_t> ne;  // ggml order: ne[0] is the contiguous (fan-in) dimension
   Init init = Init::kMatrix;
+  float sd = 0;  // kScaled only
 };
+// Elements and rows (ne[1] * ne[2] * ne[3]) of a tensor.
+int64_t SynthTensorElements(const SynthTensor& t);
 // The tensors of `preset` with matrices of `type`, in file order (token_embd, then each block,
 // then output_norm and output). Errors on an unsupported type or inconsistent shape.
 Result<std::vector<SynthTensor>> SynthTensorList(const SynthPreset& preset, DType type);
+// Shape of a synthesized MoE model. Fields an architecture does not use are 0.
+struct MoeSynthPreset {
+  std::string arch;  // "qwen3moe", "deepseek2" or "kimi-k3"
+  std::string name;  // "tiny" (the shapes of ../shared/models/tiny) or "small"
+  int64_t n_embd = 0, n_layer = 0, n_head = 0;
+  int64_t n_head_kv = 0;  // qwen3moe (MLA: 1)
+  int64_t head_dim = 0;   // qwen3moe key/value length
+  int64_t n_ff = 0;       // dense FFN width (leading dense layers)
+  int64_t n_vocab = 0, n_ctx = 0;
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_expert_shared = 0, n_dense_lead = 0;
+  int64_t q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;        // MLA
+  int64_t kda_head_dim = 0, d_conv = 0, expert_latent = 0, attn_res_block = 0;  // kimi-k3
+  int64_t mla_period = 0;  // kimi-k3: layer l is MLA when (l + 1) % mla_period == 0, else KDA
+  float rope_freq_base = 10000.0f, rms_eps = 1e-6f;
+};
+// qwen3moe, deepseek2 and kimi-k3, each "tiny" and "small" (64 experts top-8 in a few hundred MB).
+const std::vector<MoeSynthPreset>& MoeSynthPresets();
+bool IsMoeSynthArch(const std::string& arch);
+// The preset of `arch` called `name`, or an error listing the known names.
+Result<MoeSynthPreset> FindMoeSynthPreset(const std::string& arch, const std::string& name);
+// Tensors in llama.cpp's names and shapes, matrices of `type` (routers, convolutions, norms and
+// 1-D tensors F32; with Q4_0 output.weight is Q6_K, or Q8_0 when n_embd % 256 != 0).
+Result<std::vector<SynthTensor>> MoeSynthTensorList(const MoeSynthPreset& p, DType type);
+// The "<arch>.*" metadata keys llama.cpp reads for `p`.
+void SetMoeSynthMetadata(const MoeSynthPreset& p, gguf::Writer* w);
+
 // ggml's llama_ftype for a matrix type (general.file_type): F32 0, F16 1, Q4_0 2, Q8_0 7.
 Result<uint32_t> SynthFileType(DType type);
 

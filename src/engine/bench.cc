@@ -35,7 +35,7 @@ Result<std::vector<BenchTest>> RunBench(Model& model, ThreadPool& pool, const Be
   const int32_t n_ctx = std::max(o.n_prompt, o.n_gen) + 1;
   const int32_t n_blocks = BlockTable::BlocksFor(n_ctx, kBlock);
   SHOAL_ASSIGN_OR_RETURN(KvStore kv,
-                         KvStore::Create(model.MakeKvLayout(n_blocks, kBlock, o.kv_type)));
+                         KvStore::Create(model.MakeKvLayout(n_blocks, kBlock, o.kv_type, 1)));
   BlockAllocator alloc(n_blocks);
   BlockTable table;
   SHOAL_RETURN_IF_ERROR(table.Reserve(alloc, n_ctx, kBlock));
@@ -50,7 +50,7 @@ Result<std::vector<BenchTest>> RunBench(Model& model, ThreadPool& pool, const Be
     std::vector<int32_t> ids(static_cast<size_t>(n));
     for (auto& id : ids) id = token(rng);
     b.Clear();
-    b.Add(0, ids, 0, table.blocks, true, false, TiledUntil(n));
+    b.Add(0, ids, 0, table.blocks, true, false, TiledUntil(n), /*state_slot=*/0);
     const auto t0 = std::chrono::steady_clock::now();
     SHOAL_RETURN_IF_ERROR(model.Forward(b, nullptr, kv, &pool, &out));
     return static_cast<double>(n) / Seconds(t0);
@@ -61,7 +61,8 @@ Result<std::vector<BenchTest>> RunBench(Model& model, ThreadPool& pool, const Be
     for (int32_t pos = 0; pos < n; ++pos) {
       const int32_t id = token(rng);
       b.Clear();
-      b.Add(0, std::span<const int32_t>(&id, 1), pos, table.blocks, true);
+      b.Add(0, std::span<const int32_t>(&id, 1), pos, table.blocks, true, false, 0,
+            /*state_slot=*/0);
       SHOAL_RETURN_IF_ERROR(model.Forward(b, nullptr, kv, &pool, &out));
     }
     return static_cast<double>(n) / Seconds(t0);
@@ -93,17 +94,35 @@ Result<std::vector<BenchTest>> RunBench(Model& model, ThreadPool& pool, const Be
   return tests;
 }
 
-uint64_t DecodeBytesPerToken(const gguf::File& file, const HParams& hp) {
-  uint64_t bytes = 0;
+DecodeFootprint DecodeFootprintOf(const gguf::File& file, const HParams& hp) {
+  DecodeFootprint fp;
   for (const gguf::TensorInfo& t : file.tensors()) {
+    const int64_t n = t.n_elements();
+    fp.total_bytes += t.nbytes;
+    fp.total_params += n;
     if (t.name == "token_embd.weight") {
-      bytes += t.row_bytes();                     // one embedding row per token
-      if (hp.tied_embeddings) bytes += t.nbytes;  // the output head reads the whole table
+      fp.active_bytes += t.row_bytes();  // one embedding row per token
+      fp.active_params += t.ne[0];
+      if (hp.tied_embeddings) {  // the output head reads the whole table
+        fp.active_bytes += t.nbytes;
+        fp.active_params += n;
+      }
+    } else if (hp.n_expert > 0 && t.name.find("_exps.") != std::string::npos &&
+               t.ne[t.n_dims - 1] == hp.n_expert) {
+      // Expert slices are contiguous whole rows: n_expert_used of n_expert are read.
+      const uint64_t used = static_cast<uint64_t>(hp.n_expert_used);
+      fp.active_bytes += t.nbytes / static_cast<uint64_t>(hp.n_expert) * used;
+      fp.active_params += n / hp.n_expert * hp.n_expert_used;
     } else {
-      bytes += t.nbytes;
+      fp.active_bytes += t.nbytes;
+      fp.active_params += n;
     }
   }
-  return bytes;
+  return fp;
+}
+
+uint64_t DecodeBytesPerToken(const gguf::File& file, const HParams& hp) {
+  return DecodeFootprintOf(file, hp).active_bytes;
 }
 
 }  // namespace shoal

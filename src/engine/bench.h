@@ -30,8 +30,18 @@ struct BenchTest {
 
 Result<std::vector<BenchTest>> RunBench(Model& model, ThreadPool& pool, const BenchOptions& o);
 
-// Bytes of weights one decode step reads: every tensor of the model's layers plus the output
-// head and norms; the embedding table contributes one row.
+// Weights of a model in total and those one decoded token reads (a one-token decode step):
+// every tensor of the layers, the output head and norms, the embedding table's one row, and of
+// each routed-expert tensor ("*_exps.*", [.., .., n_expert]) only n_expert_used of its n_expert
+// slices (moe.cc runs only the routed experts); shared experts and dense parts count whole.
+struct DecodeFootprint {
+  uint64_t total_bytes = 0;  // the whole tensor table
+  int64_t total_params = 0;
+  uint64_t active_bytes = 0;  // read per decoded token
+  int64_t active_params = 0;  // used per decoded token (the embedding row counts as n_embd)
+};
+DecodeFootprint DecodeFootprintOf(const gguf::File& file, const HParams& hp);
+// DecodeFootprintOf(file, hp).active_bytes.
 uint64_t DecodeBytesPerToken(const gguf::File& file, const HParams& hp);
 
 }  // namespace shoal

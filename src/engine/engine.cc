@@ -38,6 +38,16 @@ Status LocalExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
   return Status::Ok();
 }
 
+Status LocalExecutor::CopyStates(std::span<const BlockCopy> copies) {
+  const int32_t n = kv_.layout().n_state_slots;
+  for (const BlockCopy& c : copies) {
+    if (c.src < 0 || c.src >= n || c.dst < 0 || c.dst >= n)
+      return Errorf("state copy {} -> {} outside the {} state slots", c.src, c.dst, n);
+    kv_.CopyState(c.src, c.dst);
+  }
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig& cfg_in,
                                                std::vector<int32_t> eog_ids) {
   EngineConfig cfg = cfg_in;
@@ -48,6 +58,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig&
   if (cfg.block_size <= 0) return Errorf("block size must be positive");
   if (cfg.n_ctx <= 0) return Errorf("context length must be positive");
   if (cfg.swap_blocks < 0) return Errorf("swap blocks must be >= 0");
+  // A per-sequence recurrent state lives in slots beside the KV pool, one per running sequence.
+  cfg.state_slots = model->StateFloatsPerSeq() > 0 ? std::max(1, cfg.max_num_seqs) : 0;
+  if (cfg.state_slots > 0) cfg.swap_blocks = 0;  // preemption by recompute rebuilds the state
   const int64_t per_seq = BlockTable::BlocksFor(cfg.n_ctx, cfg.block_size);
   const uint64_t block_bytes =
       std::max<uint64_t>(1, model->MakeKvLayout(1, cfg.block_size, cfg.kv_dtype).BytesPerBlock());
@@ -66,8 +79,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig&
         blocks, block_bytes, blocks * cfg.block_size, cfg.n_ctx);
   if (blocks > INT32_MAX) return Errorf("KV pool of {} blocks is too large", blocks);
   const auto n_blocks = static_cast<int32_t>(blocks);
-  SHOAL_ASSIGN_OR_RETURN(
-      KvStore kv, KvStore::Create(model->MakeKvLayout(n_blocks, cfg.block_size, cfg.kv_dtype)));
+  SHOAL_ASSIGN_OR_RETURN(KvStore kv, KvStore::Create(model->MakeKvLayout(
+                                         n_blocks, cfg.block_size, cfg.kv_dtype, cfg.state_slots)));
   std::optional<KvStore> swap;
   if (cfg.swap_blocks > 0) {
     SHOAL_ASSIGN_OR_RETURN(
@@ -89,6 +102,7 @@ SchedConfig MakeSchedConfig(const EngineConfig& cfg, int32_t kv_blocks) {
   s.enable_prefix_caching = cfg.enable_prefix_caching;
   s.swap_blocks = cfg.swap_blocks;
   s.tiled_prompt_min = kTiledPromptMin;
+  s.state_slots = cfg.state_slots;
   return s;
 }
 
@@ -116,7 +130,7 @@ Result<int64_t> Engine::Add(Request req) {
   const int64_t seq = next_seq_++;
   Live l;
   l.n_prompt = static_cast<int32_t>(req.prompt.size());
-  SHOAL_RETURN_IF_ERROR(sched_.Add(seq, std::move(req.prompt)));
+  SHOAL_RETURN_IF_ERROR(sched_.Add(seq, std::move(req.prompt), req.n));
   l.logprobs = req.logprobs;
   l.seqs.assign(static_cast<size_t>(req.n), -1);
   l.seqs[0] = seq;
@@ -238,13 +252,14 @@ Result<std::vector<TokenEvent>> Engine::Step() {
     if (kv_lost()) return events;
     SHOAL_RETURN_IF_ERROR(s);
   }
+  if (!plan.state_copies.empty()) SHOAL_RETURN_IF_ERROR(exec_->CopyStates(plan.state_copies));
   if (plan.chunks.empty()) return events;
   batch_.Clear();
   for (const ScheduledChunk& c : plan.chunks) {
     const std::vector<int32_t>& toks = sched_.Tokens(c.seq_id);
     const std::span<const int32_t> ids(toks.data() + c.start, static_cast<size_t>(c.n));
     batch_.Add(c.seq_id, ids, c.start, sched_.Table(c.seq_id).blocks, c.samples, false,
-               c.tiled_until);
+               c.tiled_until, c.state_slot);
   }
   const Status run = exec_->Run(batch_, &logits_);
   if (kv_lost()) return events;

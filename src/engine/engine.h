@@ -33,6 +33,10 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   int32_t swap_blocks = 0;     // > 0: preemption by swap into this many blocks of swap space
   bool return_logits = false;  // copy each sampled step's logits into the event (tests)
+  // Recurrent-state slots (models with a per-sequence state, kimi-k3). Engine::Create sets it
+  // to max_num_seqs for such models (0 otherwise); a request's n choices need n of them, and
+  // prefix caching and swap are off (sched/scheduler.h).
+  int32_t state_slots = 0;
 };
 
 // Runs a batch of token chunks through the layers; the local executor owns the whole model.
@@ -46,6 +50,11 @@ class Executor {
   // Whole-block KV copies, in this order: pool -> swap, pool -> pool, swap -> pool.
   virtual Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
                             std::span<const BlockCopy> swap_in) = 0;
+  // Recurrent-state slot copies (forks), after the block copies and before the next Run.
+  virtual Status CopyStates(std::span<const BlockCopy> copies) {
+    if (copies.empty()) return Status::Ok();
+    return Errorf("this executor keeps no recurrent state");
+  }
   // Bumped each time the executor lost its KV rows and swap space (a distributed executor that
   // re-planned after a node failure). A call that bumps it may fail or succeed; either way its
   // results are void, and the engine recomputes every sequence's KV from its tokens.
@@ -63,6 +72,7 @@ class LocalExecutor final : public Executor {
   Status Run(const Batch& batch, std::vector<float>* logits) override;
   Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
                     std::span<const BlockCopy> swap_in) override;
+  Status CopyStates(std::span<const BlockCopy> copies) override;
 
  private:
   Model* model_;

@@ -31,7 +31,7 @@ Result<PerplexityResult> Perplexity(const RunFn& run, int64_t V, std::span<const
                              tokens.begin() + static_cast<int64_t>(start) + n_ctx);
     if (bos >= 0) ids[0] = bos;
     Batch b;
-    b.Add(0, ids, 0, blocks, false, false, TiledUntil(n_ctx));
+    b.Add(0, ids, 0, blocks, false, false, TiledUntil(n_ctx), /*state_slot=*/0);
     for (int32_t j = first; j < n_ctx - 1; ++j) b.out_rows.push_back(j);
     SHOAL_RETURN_IF_ERROR(run(b, &logits));
     for (int32_t j = first; j < n_ctx - 1; ++j) {
@@ -66,7 +66,7 @@ Result<PerplexityResult> ComputePerplexity(Model& model, const std::vector<int32
   constexpr int32_t kBlock = 16;
   const int32_t n_blocks = BlockTable::BlocksFor(n_ctx, kBlock);
   SHOAL_ASSIGN_OR_RETURN(KvStore kv,
-                         KvStore::Create(model.MakeKvLayout(n_blocks, kBlock, kv_type)));
+                         KvStore::Create(model.MakeKvLayout(n_blocks, kBlock, kv_type, 1)));
   BlockAllocator alloc(n_blocks);
   BlockTable table;
   SHOAL_RETURN_IF_ERROR(table.Reserve(alloc, n_ctx, kBlock));

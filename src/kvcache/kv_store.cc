@@ -34,7 +34,19 @@ Result<KvStore> KvStore::Create(const KvLayout& layout) {
   s.v_.reset(static_cast<uint8_t*>(std::calloc(std::max<uint64_t>(v_total, 1), 1)));
   if (!s.k_ || !s.v_)
     return Errorf("cannot allocate a KV pool of {} MiB", (k_total + v_total) >> 20);
+  if (layout.state_floats < 0 || layout.n_state_slots < 0)
+    return Errorf("bad KV layout: {} state slots of {} floats", layout.n_state_slots,
+                  layout.state_floats);
+  s.state_.assign(static_cast<size_t>(layout.state_floats) * layout.n_state_slots, 0.f);
+  s.state_pos_.assign(static_cast<size_t>(layout.n_state_slots), -1);
   return s;
+}
+
+void KvStore::CopyState(int32_t src, int32_t dst) {
+  SHOAL_CHECK(src >= 0 && src < layout_.n_state_slots && dst >= 0 && dst < layout_.n_state_slots);
+  if (src == dst) return;
+  std::copy(State(src), State(src) + layout_.state_floats, State(dst));
+  StatePos(dst) = StatePos(src);
 }
 
 void CopyKvBlock(const KvStore& src, int32_t src_block, KvStore& dst, int32_t dst_block) {

@@ -1,4 +1,5 @@
-// The KV memory pool: K and V rows for a range of layers, addressed by (layer, block, slot).
+// The KV memory pool: K and V rows for a range of layers, addressed by (layer, block, slot), and
+// the per-sequence recurrent-state slots of models that keep one (kimi-k3's KDA layers).
 #pragma once
 
 #include <cstdint>
@@ -18,8 +19,15 @@ struct KvLayout {
   DType dtype = DType::kF16;  // F16 (llama.cpp's default numerics) or F32
   int32_t block_size = 16;    // tokens per block
   int32_t n_blocks = 0;
+  // Recurrent state: n_state_slots slots of state_floats F32 values (all this range's recurrent
+  // layers for one sequence). 0 for models without recurrent layers.
+  int64_t state_floats = 0;
+  int32_t n_state_slots = 0;
 
   uint64_t BytesPerBlock() const;  // K + V of all layers for one block
+  uint64_t StateBytes() const {    // the whole state pool
+    return static_cast<uint64_t>(state_floats) * static_cast<uint64_t>(n_state_slots) * 4;
+  }
   uint64_t TotalBytes() const { return BytesPerBlock() * static_cast<uint64_t>(n_blocks); }
 };
 
@@ -40,6 +48,14 @@ class KvStore {
   const uint8_t* VBase(int32_t layer) const {
     return v_.get() + static_cast<uint64_t>(layer) * v_layer_bytes_;
   }
+  // Recurrent-state slot `slot`: layout().state_floats values, and the position the state has
+  // reached (tokens folded in; -1 after Create). The model owns the meaning of both.
+  float* State(int32_t slot) {
+    return state_.data() + static_cast<size_t>(slot) * static_cast<size_t>(layout_.state_floats);
+  }
+  int32_t& StatePos(int32_t slot) { return state_pos_[static_cast<size_t>(slot)]; }
+  // Copies slot src's state and position to slot dst (a fork's child continues its parent).
+  void CopyState(int32_t src, int32_t dst);
 
  private:
   KvLayout layout_;
@@ -50,6 +66,8 @@ class KvStore {
     void operator()(uint8_t* p) const { std::free(p); }
   };
   std::unique_ptr<uint8_t[], Free> k_, v_;
+  std::vector<float> state_;
+  std::vector<int32_t> state_pos_;
 };
 
 // Copies K and V rows of every layer from block `src_block` of `src` to block `dst_block` of

@@ -5,7 +5,7 @@ namespace shoal {
 
 void Batch::Add(int64_t seq, std::span<const int32_t> ids, int32_t pos0,
                 std::span<const int32_t> blocks, bool want_logits, bool all_logits,
-                int32_t tiled_until) {
+                int32_t tiled_until, int32_t state_slot) {
   SeqChunk c;
   c.seq_id = seq;
   c.row0 = n_rows();
@@ -13,6 +13,7 @@ void Batch::Add(int64_t seq, std::span<const int32_t> ids, int32_t pos0,
   c.pos0 = pos0;
   c.blocks = blocks;
   c.tiled_until = tiled_until;
+  c.state_slot = state_slot;
   tokens.insert(tokens.end(), ids.begin(), ids.end());
   chunks.push_back(c);
   if (all_logits) {

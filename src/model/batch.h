@@ -18,6 +18,9 @@ struct SeqChunk {
   // Positions below this use llama.cpp's prompt-batch attention numerics (see kernels::
   // AttendOneHead). A property of the request (its prompt length), never of the batch.
   int32_t tiled_until = 0;
+  // Models with a recurrent state (kimi-k3): the sequence's slot in KvStore::State, allotted by
+  // the scheduler beside the block table (-1: none).
+  int32_t state_slot = -1;
 };
 
 // The attention numerics rule: prompt tokens of prompts with at least this many tokens use the
@@ -41,7 +44,8 @@ struct Batch {
   // Appends a chunk of `ids` for `seq` starting at `pos0`; if want_logits, its last row is
   // added to out_rows (all rows when all_logits).
   void Add(int64_t seq, std::span<const int32_t> ids, int32_t pos0, std::span<const int32_t> blocks,
-           bool want_logits, bool all_logits = false, int32_t tiled_until = 0);
+           bool want_logits, bool all_logits = false, int32_t tiled_until = 0,
+           int32_t state_slot = -1);
 };
 
 }  // namespace shoal

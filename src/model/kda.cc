@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/ops.h"
@@ -26,11 +27,19 @@ void L2Norm(float* x, int64_t n, float eps) {
 }
 }  // namespace
 
-void KdaState::Reset(const HParams& hp) {
-  const int64_t d_inner = hp.n_head * hp.kda_head_dim;
-  conv.assign(static_cast<size_t>(3 * (hp.ssm_d_conv - 1) * d_inner), 0.f);
-  s.assign(static_cast<size_t>(hp.n_head * hp.kda_head_dim * hp.kda_head_dim), 0.f);
+int64_t KdaState::ConvFloats(const HParams& hp) {
+  return 3 * (hp.ssm_d_conv - 1) * hp.n_head * hp.kda_head_dim;
 }
+
+int64_t KdaState::Floats(const HParams& hp) {
+  return ConvFloats(hp) + hp.n_head * hp.kda_head_dim * hp.kda_head_dim;
+}
+
+KdaState KdaState::At(const HParams& hp, float* base) {
+  return KdaState{base, base + ConvFloats(hp)};
+}
+
+void KdaState::Reset(const HParams& hp) { std::fill(conv, conv + Floats(hp), 0.f); }
 
 Result<KdaWeights> LoadKdaWeights(const gguf::File& f, const HParams& hp, int il) {
   auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
@@ -85,7 +94,7 @@ void RunKda(const HParams& hp, const KdaWeights& w, const float* xn, const Batch
       // Causal depthwise conv over [state (dc - 1 rows) | this row], then silu; shift the state.
       for (int j = 0; j < 3; ++j) {
         float* x = proj[j]->data() + r * di;
-        float* cs = st.conv.data() + static_cast<int64_t>(j) * (dc - 1) * di;  // [dc-1][di]
+        float* cs = st.conv + static_cast<int64_t>(j) * (dc - 1) * di;  // [dc-1][di]
         const float* cw = conv_w[j]->data();
         for (int64_t ch = 0; ch < di; ++ch) {
           float sum = 0.f;
@@ -112,7 +121,7 @@ void RunKda(const HParams& hp, const KdaWeights& w, const float* xn, const Batch
           g[ch] = Sigmoid(-x1) * hp.kda_gate_lower_bound;
         }
         // S <- diag(exp(g)) S; delta = beta (v - S^T k); S <- S + k delta^T; o = S^T q * scale
-        float* S = st.s.data() + h * hd * hd;  // [key i][value j]
+        float* S = st.s + h * hd * hd;  // [key i][value j]
         float* o = s->o.data() + r * di + h * hd;
         for (int64_t i = 0; i < hd; ++i) {
           const float d = std::exp(g[h * hd + i]);

@@ -27,11 +27,16 @@ struct KdaWeights {
 
 Result<KdaWeights> LoadKdaWeights(const gguf::File& f, const HParams& hp, int il);
 
-// One sequence's recurrent state for one KDA layer (F32, as llama.cpp keeps it).
+// One sequence's recurrent state for one KDA layer (F32, as llama.cpp keeps it): a view into
+// the sequence's KvStore state slot.
 struct KdaState {
-  std::vector<float> conv;  // [3][d_conv - 1][d_inner]: previous projected q, k, v inputs
-  std::vector<float> s;     // [n_head][head_dim (key)][head_dim (value)]
-  void Reset(const HParams& hp);
+  float* conv = nullptr;  // [3][d_conv - 1][d_inner]: previous projected q, k, v inputs
+  float* s = nullptr;     // [n_head][head_dim (key)][head_dim (value)]
+  static int64_t ConvFloats(const HParams& hp);
+  static int64_t Floats(const HParams& hp);  // conv + s
+  // The view of a layer state starting at `base` (Floats(hp) values).
+  static KdaState At(const HParams& hp, float* base);
+  void Reset(const HParams& hp);  // zeroes both
 };
 
 struct KdaScratch {

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <unordered_map>
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -39,17 +38,13 @@ void Grow(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
-// One sequence's recurrent state: a KdaState per KDA layer of this model.
-struct SeqState {
-  int32_t next_pos = 0;
-  std::vector<KdaState> layers;
-};
-
 class KimiK3 final : public Model {
  public:
   Status Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt);
   Status Forward(const Batch& batch, const float* hidden_in, KvStore& kv, ThreadPool* pool,
                  ForwardOutput* out) override;
+  // One KdaState per KDA layer of the range, in layer order, in the sequence's state slot.
+  int64_t StateFloatsPerSeq() const override { return n_kda_ * KdaState::Floats(hp_); }
 
  private:
   // out[n, E] = sum_j p_j stack_j + p_cur cur with p = softmax over the banked rows and cur of
@@ -63,7 +58,7 @@ class KimiK3 final : public Model {
   MatrixView tok_embd_, output_;
   std::vector<float> output_norm_, output_res_;
   std::vector<Layer> layers_;
-  std::unordered_map<int64_t, SeqState> states_;
+  int64_t n_kda_ = 0;                      // KDA layers in [first, last)
   std::vector<std::vector<float>> stack_;  // banked layer inputs, each [n, E]
   int n_banked_ = 0;
   std::vector<float> x_, h_, xn_, tmp_, lat_, lat2_, sh_, rows_, scores_;
@@ -103,6 +98,7 @@ Status KimiK3::Load(const gguf::File& f, const HParams& hp, const LoadOptions& o
       SHOAL_ASSIGN_OR_RETURN(L.ffn_res, LoadVector(f, n("ffn_res_score.weight"), E));
     }
     L.recurrent = hp.is_recurrent_layer(il);
+    n_kda_ += L.recurrent;
     if (L.recurrent) {
       SHOAL_ASSIGN_OR_RETURN(L.kda, LoadKdaWeights(f, hp, il));
     } else {
@@ -201,32 +197,33 @@ Status KimiK3::Forward(const Batch& b, const float* hidden_in, KvStore& kv, Thre
   const HParams& hp = hp_;
   const int64_t n = b.n_rows(), E = hp.n_embd;
   if (n == 0) return Status::Ok();
-  int n_kda = 0;
-  for (const Layer& L : layers_) n_kda += L.recurrent;
-  // Recurrent state per chunk: a sequence starting at 0 gets a fresh one; any other chunk must
-  // continue where its state ends.
-  std::vector<SeqState*> seq(b.chunks.size());
+  // Recurrent state per chunk, in its KvStore slot: a sequence starting at 0 gets a fresh one;
+  // any other chunk must continue where its state ends (the slot remembers the position).
+  const int64_t per_layer = KdaState::Floats(hp);
+  std::vector<float*> seq(b.chunks.size(), nullptr);
   for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
     const SeqChunk& c = b.chunks[ci];
     const int64_t need = static_cast<int64_t>(c.pos0) + c.n_tokens;
     if (static_cast<int64_t>(c.blocks.size()) * kv.layout().block_size < need)
       return Errorf("sequence {}: block table holds {} blocks, {} positions needed", c.seq_id,
                     c.blocks.size(), need);
-    auto it = states_.find(c.seq_id);
-    if (c.pos0 == 0) {
-      SeqState& st = states_[c.seq_id];
-      st.layers.resize(static_cast<size_t>(n_kda));
-      for (KdaState& k : st.layers) k.Reset(hp);
-      st.next_pos = 0;
-      seq[ci] = &st;
-    } else if (it == states_.end() || it->second.next_pos != c.pos0) {
+    if (n_kda_ == 0) continue;
+    if (c.state_slot < 0 || c.state_slot >= kv.layout().n_state_slots ||
+        kv.layout().state_floats != StateFloatsPerSeq())
       return Errorf(
-          "kimi-k3: sequence {} resumes at position {} without its recurrent state (a prefix-cache "
-          "hit or a swap: KDA state is not cached or swapped yet; disable prefix caching)",
-          c.seq_id, c.pos0);
-    } else {
-      seq[ci] = &it->second;
+          "kimi-k3: sequence {} has no recurrent-state slot (slot {} of {}; the executor must "
+          "allot KvLayout::n_state_slots and the scheduler SchedConfig::state_slots)",
+          c.seq_id, c.state_slot, kv.layout().n_state_slots);
+    float* base = kv.State(c.state_slot);
+    if (c.pos0 == 0) {
+      std::fill(base, base + StateFloatsPerSeq(), 0.f);
+    } else if (kv.StatePos(c.state_slot) != c.pos0) {
+      return Errorf(
+          "kimi-k3: sequence {} resumes at position {} but its recurrent state is at {} (a "
+          "prefix-cache hit or swap-in: the state is neither cached nor swapped)",
+          c.seq_id, c.pos0, kv.StatePos(c.state_slot));
     }
+    seq[ci] = base;
   }
   Grow(x_, n * E);
   Grow(h_, n * E);
@@ -242,8 +239,9 @@ Status KimiK3::Forward(const Batch& b, const float* hidden_in, KvStore& kv, Thre
                         E);
   }
   n_banked_ = 0;
+  std::vector<KdaState> views(b.chunks.size());
   std::vector<KdaState*> states(b.chunks.size());
-  int kda_i = 0;
+  int64_t kda_i = 0;
   for (int32_t li = 0; li < static_cast<int32_t>(layers_.size()); ++li) {
     const Layer& L = layers_[static_cast<size_t>(li)];
     const int il = first_ + li;
@@ -259,8 +257,10 @@ Status KimiK3::Forward(const Batch& b, const float* hidden_in, KvStore& kv, Thre
     for (int64_t r = 0; r < n; ++r)
       kernels::RmsNorm(h_.data() + r * E, L.attn_norm.data(), xn_.data() + r * E, E, hp.rms_eps);
     if (L.recurrent) {
-      for (size_t ci = 0; ci < b.chunks.size(); ++ci)
-        states[ci] = &seq[ci]->layers[static_cast<size_t>(kda_i)];
+      for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
+        views[ci] = KdaState::At(hp, seq[ci] + kda_i * per_layer);
+        states[ci] = &views[ci];
+      }
       RunKda(hp, L.kda, xn_.data(), b, states, tmp_.data(), pool, &kda_s_);
       ++kda_i;
     } else {
@@ -281,8 +281,9 @@ Status KimiK3::Forward(const Batch& b, const float* hidden_in, KvStore& kv, Thre
     }
     kernels::AddInPlace(x, tmp_.data(), n * E);
   }
-  for (size_t ci = 0; ci < b.chunks.size(); ++ci)
-    seq[ci]->next_pos = b.chunks[ci].pos0 + b.chunks[ci].n_tokens;
+  if (n_kda_ > 0)
+    for (size_t ci = 0; ci < b.chunks.size(); ++ci)
+      kv.StatePos(b.chunks[ci].state_slot) = b.chunks[ci].pos0 + b.chunks[ci].n_tokens;
 
   ResMix(x, output_res_, n, h_.data());
   const int64_t n_out = static_cast<int64_t>(b.out_rows.size());

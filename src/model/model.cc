@@ -21,7 +21,8 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOpt
   return Errorf("{}: no forward pass for architecture {}", file.path(), hp.arch);
 }
 
-KvLayout Model::MakeKvLayout(int32_t n_blocks, int32_t block_size, DType dtype) const {
+KvLayout Model::MakeKvLayout(int32_t n_blocks, int32_t block_size, DType dtype,
+                             int32_t n_state_slots) const {
   KvLayout l;
   l.n_layers = last_ - first_;
   l.k_dim = hp_.cache_k_dim();
@@ -29,6 +30,8 @@ KvLayout Model::MakeKvLayout(int32_t n_blocks, int32_t block_size, DType dtype) 
   l.dtype = dtype;
   l.block_size = block_size;
   l.n_blocks = n_blocks;
+  l.state_floats = StateFloatsPerSeq();
+  l.n_state_slots = l.state_floats > 0 ? n_state_slots : 0;
   return l;
 }
 

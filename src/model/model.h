@@ -37,8 +37,13 @@ class Model {
   bool is_first_stage() const { return first_ == 0; }
   bool is_last_stage() const { return last_ == hp_.n_layer; }
 
-  // KV layout for this model's layers with the given pool size.
-  KvLayout MakeKvLayout(int32_t n_blocks, int32_t block_size, DType dtype) const;
+  // KV layout for this model's layers with the given pool size (and, for models with a
+  // recurrent state, n_state_slots sequences' states).
+  KvLayout MakeKvLayout(int32_t n_blocks, int32_t block_size, DType dtype,
+                        int32_t n_state_slots = 0) const;
+  // F32 values of one sequence's recurrent state over this model's layers (0: none; then
+  // chunks need no state slot).
+  virtual int64_t StateFloatsPerSeq() const { return 0; }
 
   // Runs layers [first, last) over the batch. The first stage embeds batch.tokens; later
   // stages read hidden_in [n_rows, n_embd]. Before the call, every chunk's block table must

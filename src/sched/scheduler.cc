@@ -2,16 +2,44 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "base/check.h"
 #include "kvcache/prefix_hash.h"
 
 namespace shoal {
 
-Scheduler::Scheduler(const SchedConfig& cfg, BlockAllocator* alloc, const Clock* clock)
-    : cfg_(cfg), alloc_(alloc), clock_(clock), swap_(std::max(0, cfg.swap_blocks)) {}
+namespace {
+SchedConfig Effective(SchedConfig c) {
+  if (c.state_slots > 0) {  // a recurrent state is neither block-aligned nor swapped
+    c.enable_prefix_caching = false;
+    c.swap_blocks = 0;
+  }
+  return c;
+}
+}  // namespace
 
-Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> tokens) {
+Scheduler::Scheduler(const SchedConfig& cfg, BlockAllocator* alloc, const Clock* clock)
+    : cfg_(Effective(cfg)), alloc_(alloc), clock_(clock), swap_(std::max(0, cfg_.swap_blocks)) {
+  for (int32_t i = cfg_.state_slots - 1; i >= 0; --i) free_states_.push_back(i);
+}
+
+int32_t Scheduler::TakeState() {
+  SHOAL_CHECK(!free_states_.empty());
+  const int32_t slot = free_states_.back();
+  free_states_.pop_back();
+  return slot;
+}
+
+void Scheduler::ReleaseStates(Seq& s) {
+  if (s.state_slot >= 0) free_states_.push_back(s.state_slot);
+  for (int32_t r : s.reserved_states) free_states_.push_back(r);
+  s.state_slot = -1;
+  s.reserved_states.clear();
+  std::sort(free_states_.begin(), free_states_.end(), std::greater<>());
+}
+
+Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> tokens, int32_t n_choices) {
   const int32_t n_prompt = static_cast<int32_t>(tokens.size());
   if (seqs_.count(seq_id)) return Errorf("sequence {} already exists", seq_id);
   if (n_prompt <= 0) return Errorf("sequence {}: empty prompt", seq_id);
@@ -21,7 +49,12 @@ Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> tokens) {
   if (BlockTable::BlocksFor(n_prompt, cfg_.block_size) > alloc_->n_blocks())
     return Errorf("prompt of {} tokens needs more KV blocks than the cache has ({})", n_prompt,
                   alloc_->n_blocks());
+  if (n_choices < 1) return Errorf("sequence {}: {} choices", seq_id, n_choices);
+  if (cfg_.state_slots > 0 && n_choices > cfg_.state_slots)
+    return Errorf("{} choices need {} recurrent-state slots, the engine has {}", n_choices,
+                  n_choices, cfg_.state_slots);
   Seq s;
+  s.n_forks = n_choices - 1;
   s.id = seq_id;
   s.order = next_order_++;
   s.tokens = std::move(tokens);
@@ -47,6 +80,17 @@ Status Scheduler::Fork(int64_t parent_id, int64_t child_id) {
     return Errorf("fork: sequence {} is not running", parent_id);
   Seq c = it->second;  // tokens, progress, hashes, the same blocks
   c.id = child_id;
+  c.n_forks = 0;
+  c.reserved_states.clear();
+  if (cfg_.state_slots > 0) {
+    Seq& p = it->second;
+    if (p.reserved_states.empty())
+      return Errorf("fork: sequence {} has no recurrent-state slot reserved", parent_id);
+    c.state_slot = p.reserved_states.back();
+    p.reserved_states.pop_back();
+    p.n_forks = std::max(0, p.n_forks - 1);
+    pending_states_.push_back({p.state_slot, c.state_slot});
+  }
   for (int32_t b : c.table.blocks) alloc_->AddRef(b);
   seqs_.emplace(child_id, std::move(c));
   InsertRunning(child_id);
@@ -71,6 +115,7 @@ void Scheduler::Finish(int64_t seq_id) {
   if (s.state == SeqState::kRunning) Publish(s);
   s.table.Clear(*alloc_);
   for (int32_t slot : s.swap_slots) swap_.Release(slot);
+  ReleaseStates(s);
   seqs_.erase(it);
 }
 
@@ -215,6 +260,7 @@ void Scheduler::Preempt(Seq& v, StepPlan* plan) {
   } else {
     v.n_computed = 0;
     v.state = SeqState::kWaiting;
+    ReleaseStates(v);           // recompute rebuilds the state from position 0
     waiting_.push_front(v.id);  // victims go newest first, so older ones end up in front
   }
   v.table.Clear(*alloc_);
@@ -235,6 +281,7 @@ void Scheduler::DropAllKv() {
     s.table.Clear(*alloc_);
     for (int32_t slot : s.swap_slots) swap_.Release(slot);
     s.swap_slots.clear();
+    ReleaseStates(s);  // the recurrent state is rebuilt from position 0 too
     s.n_computed = 0;
     s.n_published = 0;
     s.state = SeqState::kWaiting;
@@ -242,13 +289,14 @@ void Scheduler::DropAllKv() {
   }
   running_.clear();
   swapped_.clear();
+  pending_states_.clear();  // fork copies between slots just released
   alloc_->DropCache();
   ++kv_drops_;
 }
 
 void Scheduler::PlanChunk(Seq& s, int32_t n, StepPlan* plan, int32_t* budget) {
   const bool samples = s.n_computed + n == static_cast<int32_t>(s.tokens.size());
-  plan->chunks.push_back({s.id, s.n_computed, n, samples, s.tiled_until});
+  plan->chunks.push_back({s.id, s.n_computed, n, samples, s.tiled_until, s.state_slot});
   s.n_computed += n;
   *budget -= n;
   s.step_planned = step_;
@@ -307,6 +355,14 @@ bool Scheduler::TryAdmit(Seq& s, int32_t* budget, StepPlan* plan) {
   const int32_t need =
       BlockTable::BlocksFor(n_cached + n, bs) - static_cast<int32_t>(hit.size()) + revive;
   if (n <= 0 || need > alloc_->n_free()) return false;
+  // With state slots: one for the sequence and one per fork still to come (a parent preempted
+  // after forking needs only its own).
+  const int32_t n_states = cfg_.state_slots > 0 ? 1 + s.n_forks : 0;
+  if (n_states > static_cast<int32_t>(free_states_.size())) return false;
+  if (n_states > 0) {
+    s.state_slot = TakeState();
+    for (int32_t i = 1; i < n_states; ++i) s.reserved_states.push_back(TakeState());
+  }
   for (int32_t b : hit) {
     alloc_->AddRef(b);  // before any Allocate, which could evict it
     s.table.blocks.push_back(b);
@@ -329,6 +385,8 @@ bool Scheduler::TryAdmit(Seq& s, int32_t* budget, StepPlan* plan) {
 
 StepPlan Scheduler::Schedule() {
   StepPlan plan;
+  plan.state_copies = std::move(pending_states_);  // before any chunk of this step runs
+  pending_states_.clear();
   ++step_;
   int32_t budget = cfg_.max_num_batched_tokens;
   for (int64_t id : running_) Publish(seqs_.at(id));  // computed by the step that just ran

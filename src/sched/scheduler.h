@@ -8,6 +8,12 @@
 // are configured and free (its blocks are copied out and back later), otherwise by recompute
 // (its blocks are freed; it goes to the front of the waiting queue and recomputes prompt +
 // generated tokens, reusing whatever of its prefix survives in the prefix cache).
+//
+// Models with a recurrent state per sequence (SchedConfig::state_slots > 0, e.g. kimi-k3's KDA)
+// get one state slot per running sequence beside its block table: allotted at admission (with
+// one more per fork the request will make), freed with the blocks at finish and at preemption
+// (by recompute, which rebuilds the state from position 0). Such a state is not a function of
+// block-aligned prefixes and is not swapped, so prefix caching and swap are off for them.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +38,9 @@ struct SchedConfig {
   // Prompts of at least this many tokens compute their prompt positions with other attention
   // numerics (model/batch.h kTiledPromptMin; the engine passes it). 0 disables the rule.
   int32_t tiled_prompt_min = 64;
+  // > 0: the model keeps a recurrent state per sequence in this many slots (KvLayout::
+  // n_state_slots); forces enable_prefix_caching off and swap_blocks to 0.
+  int32_t state_slots = 0;
 };
 
 // One sequence's part of a step: compute tokens [start, start + n) of its token list.
@@ -41,6 +50,7 @@ struct ScheduledChunk {
   int32_t n = 0;
   bool samples = false;     // the chunk reaches the newest token: a next token is sampled
   int32_t tiled_until = 0;  // model/batch.h TiledUntil(n_prompt) of the sequence
+  int32_t state_slot = -1;  // the sequence's recurrent-state slot (-1: the model keeps none)
 };
 
 // A whole-block copy (all layers, K and V).
@@ -50,12 +60,14 @@ struct BlockCopy {
 };
 
 // What one step does. The executor runs, in this order: swap_out (pool block -> swap slot),
-// copies (pool -> pool, copy-on-write, in list order), swap_in (swap slot -> pool block), then
-// the forward pass over `chunks`. A step never has both swap-outs and swap-ins.
+// copies (pool -> pool, copy-on-write, in list order), swap_in (swap slot -> pool block),
+// state_copies (recurrent-state slot -> slot: forks since the last step), then the forward pass
+// over `chunks`. A step never has both swap-outs and swap-ins.
 struct StepPlan {
   std::vector<BlockCopy> swap_out;
   std::vector<BlockCopy> copies;
   std::vector<BlockCopy> swap_in;
+  std::vector<BlockCopy> state_copies;
   std::vector<ScheduledChunk> chunks;
   std::vector<int64_t> preempted;  // sequences preempted in this step (swap or recompute)
 
@@ -73,12 +85,14 @@ class Scheduler {
   // `alloc` is the KV pool's block accounting; `clock` may be null (times read as 0).
   Scheduler(const SchedConfig& cfg, BlockAllocator* alloc, const Clock* clock = nullptr);
 
-  // Queues a sequence with its prompt. Fails if it can never fit.
-  Status Add(int64_t seq_id, std::vector<int32_t> tokens);
+  // Queues a sequence with its prompt. Fails if it can never fit. `n_choices` - 1 forks will
+  // follow its first sample (with state slots, admission reserves a slot for each).
+  Status Add(int64_t seq_id, std::vector<int32_t> tokens, int32_t n_choices = 1);
   // Records a sampled token: the sequence now has one more token to compute.
   void AppendToken(int64_t seq_id, int32_t token);
   // Makes `child_id` a copy of running sequence `parent_id` sharing all its blocks (refcounts);
-  // a later write into a shared partial block copies it first (StepPlan::copies).
+  // a later write into a shared partial block copies it first (StepPlan::copies). With state
+  // slots the child takes one the parent reserved and the next plan copies the state into it.
   Status Fork(int64_t parent_id, int64_t child_id);
   // Removes a sequence and frees its blocks and swap slots at once (publishing its computed
   // full blocks to the prefix cache first).
@@ -99,6 +113,9 @@ class Scheduler {
   const std::vector<int32_t>& Tokens(int64_t seq_id) const { return seqs_.at(seq_id).tokens; }
   bool Has(int64_t seq_id) const { return seqs_.count(seq_id) != 0; }
   SeqState State(int64_t seq_id) const { return seqs_.at(seq_id).state; }
+  // The sequence's recurrent-state slot (-1 while it holds none).
+  int32_t StateSlot(int64_t seq_id) const { return seqs_.at(seq_id).state_slot; }
+  int32_t n_free_state_slots() const { return static_cast<int32_t>(free_states_.size()); }
   bool idle() const { return seqs_.empty(); }
   int32_t n_seqs() const { return static_cast<int32_t>(seqs_.size()); }
   int32_t n_tokens(int64_t seq_id) const;
@@ -130,12 +147,15 @@ class Scheduler {
     int64_t order = 0;  // arrival order (a fork shares its parent's); newest = largest
     std::vector<int32_t> tokens;
     int32_t n_prompt = 0;
+    int32_t n_forks = 0;  // forks still to come (state slots reserved for them at admission)
     int32_t tiled_until = 0;
     int32_t n_computed = 0;  // tokens whose KV rows exist (or are planned)
     BlockTable table;
     std::vector<int32_t> swap_slots;
-    std::vector<uint64_t> hashes;  // chain hashes of the leading full blocks
-    int32_t n_published = 0;       // leading blocks already offered to the prefix cache
+    int32_t state_slot = -1;
+    std::vector<int32_t> reserved_states;  // for the forks to come
+    std::vector<uint64_t> hashes;          // chain hashes of the leading full blocks
+    int32_t n_published = 0;               // leading blocks already offered to the prefix cache
     int32_t cached_tokens = 0;
     bool admitted_once = false;
     SeqState state = SeqState::kWaiting;
@@ -160,15 +180,19 @@ class Scheduler {
   void Erase(std::vector<int64_t>& v, int64_t id);
   bool TrySwapIn(Seq& s, int32_t* budget, StepPlan* plan);
   bool TryAdmit(Seq& s, int32_t* budget, StepPlan* plan);
+  int32_t TakeState();
+  void ReleaseStates(Seq& s);
 
   SchedConfig cfg_;
   BlockAllocator* alloc_;
   const Clock* clock_;
   BlockAllocator swap_;  // swap slots (never cached)
   std::map<int64_t, Seq> seqs_;
-  std::vector<int64_t> running_;  // oldest first
-  std::deque<int64_t> waiting_;   // next to admit first
-  std::vector<int64_t> swapped_;  // oldest first
+  std::vector<int64_t> running_;           // oldest first
+  std::deque<int64_t> waiting_;            // next to admit first
+  std::vector<int64_t> swapped_;           // oldest first
+  std::vector<int32_t> free_states_;       // free state slots, highest first (take the lowest)
+  std::vector<BlockCopy> pending_states_;  // state copies of forks, for the next plan
   int64_t next_order_ = 0;
   int64_t step_ = 0;
   int64_t preemptions_ = 0, prefix_queries_ = 0, prefix_hits_ = 0;
