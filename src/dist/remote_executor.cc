@@ -57,10 +57,15 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
   SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(file));
   SHOAL_ASSIGN_OR_RETURN(cl.plan, planner::MakePlan(prof, cl.infos, opts.plan));
   cl.n_blocks = static_cast<int32_t>(planner::KvTokensPerLayer(opts.plan) / opts.plan.block_size);
+  cl.file = &file;
   return cl;
 }
 
 Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
+  // Every tensor's hash, which nodes check their copies against (reads the model once).
+  if (cl.manifest.tensors.empty() && cl.file) {
+    SHOAL_ASSIGN_OR_RETURN(cl.manifest, BuildManifest(*cl.file));
+  }
   // Last stage first: each stage dials its downstream peer while loading.
   for (size_t i = cl.plan.stages.size(); i-- > 0;) {
     const planner::Stage& st = cl.plan.stages[i];
@@ -76,13 +81,25 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
       a.next_host = hp.first;
       a.next_port = hp.second;
     }
+    a.manifest = cl.manifest;
     net::Frame f;
     f.type = net::MsgType::kControl;
     f.payload = EncodeAssign(a);
     SHOAL_RETURN_IF_ERROR(cl.conns[i]->Send(f));
-    SHOAL_ASSIGN_OR_RETURN(net::Frame r, RecvControl(*cl.conns[i], kStepTimeoutMs, st.node_name));
-    if (Status s = DecodeAssignResult(r.payload); !s.ok())
-      return s.Annotate("node " + st.node_name);
+    for (;;) {
+      SHOAL_ASSIGN_OR_RETURN(net::Frame r,
+                             RecvControl(*cl.conns[i], kStepTimeoutMs, st.node_name));
+      SHOAL_ASSIGN_OR_RETURN(ControlType t, ControlTypeOf(r.payload));
+      if (t == ControlType::kFetch) {
+        if (!cl.file) return Errorf("node {} asked for model data: no model here", st.node_name);
+        SHOAL_RETURN_IF_ERROR(ServeFetch(*cl.file, cl.file->path(), r.payload, *cl.conns[i])
+                                  .Annotate("sending tensors to node " + st.node_name));
+        continue;
+      }
+      if (Status s = DecodeAssignResult(r.payload); !s.ok())
+        return s.Annotate("node " + st.node_name);
+      break;
+    }
   }
   return Status::Ok();
 }

@@ -10,6 +10,7 @@
 #include "dist/cluster_file.h"
 #include "dist/stage_stats.h"
 #include "engine/engine.h"
+#include "dist/model_transfer.h"
 #include "gguf/gguf.h"
 #include "net/auth.h"
 #include "net/conn.h"
@@ -32,6 +33,8 @@ struct Cluster {
   std::vector<planner::NodeInfo> infos;
   planner::Plan plan;
   int32_t n_blocks = 0;  // KV blocks per stage (the engine's pool size)
+  const gguf::File* file = nullptr;  // the coordinator's model (sent to nodes that lack it)
+  ModelManifest manifest;            // its per-tensor hashes
 };
 
 // Connects to the nodes, reads their node info and plans the layer split (fails with each
@@ -39,7 +42,8 @@ struct Cluster {
 Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& file,
                                const net::ClusterKey& key);
 
-// Sends every node its assignment and waits until all have loaded (or one refuses).
+// Sends every node its assignment and waits until all have loaded (or one refuses); a node
+// that lacks the model file fetches its tensors meanwhile (ServeFetch).
 Status AssignLayers(Cluster& cluster, const ClusterOptions& opts);
 
 // Streams a step's batch through the stages: the batch is cut into micro-batches of whole
