@@ -6,7 +6,7 @@ set -euo pipefail
 SHOAL=$1 MODEL=$2 N=${3:-4} LIMIT=${4:-256M}
 shift $(( $# < 4 ? $# : 4 ))
 SERVE_FLAGS=("$@")
-[ ${#SERVE_FLAGS[@]} -gt 0 ] || SERVE_FLAGS=(--max-num-seqs 4 --max-model-len 2048 --max-num-batched-tokens 256)
+[ ${#SERVE_FLAGS[@]} -gt 0 ] || SERVE_FLAGS=(--max-num-seqs 4 --max-model-len 1024 --max-num-batched-tokens 256)
 W=$(mktemp -d)
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
@@ -35,6 +35,7 @@ for _ in $(seq 1 1200); do
 done
 hwm() { for p in "${NODE_PIDS[@]}"; do awk '/VmHWM/ {printf "%.1f ", $2/1024}' /proc/$p/status; done; }
 echo "after assignment (MiB):  $(hwm)"
+for p in "${NODE_PIDS[@]}"; do awk '/RssAnon|RssFile/ {printf "%s %.1f  ", $1, $2/1024} END {print ""}' /proc/$p/status; done
 # Load: 4 long prompts at once (prefill chunks of max-num-batched-tokens), 32 tokens each.
 prompt=$(python3 -c "print(' '.join(['the quick brown fox jumps over the lazy dog']*60))")
 CPIDS=()
