@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <filesystem>
+#include <map>
 
 #include "arch/arch.h"
 #include "base/log.h"
@@ -134,7 +134,8 @@ Status Fetch(net::Conn& coord, bool header, const std::vector<uint32_t>& items,
     SHOAL_RETURN_IF_ERROR(PwriteAll(fd, bytes, n, base + off, path));
     received += n;
   }
-  Log(LogLevel::kInfo, "received {:.1f} MiB of model data", static_cast<double>(received) / 1048576);
+  Log(LogLevel::kInfo, "received {:.1f} MiB of model data",
+      static_cast<double>(received) / 1048576);
   return Status::Ok();
 }
 
@@ -207,8 +208,8 @@ Status GetManifest(ByteReader& r, ModelManifest* m) {
   return Status::Ok();
 }
 
-std::vector<const gguf::TensorInfo*> StageTensors(const gguf::File& f, int32_t first,
-                                                  int32_t last, int32_t n_layer) {
+std::vector<const gguf::TensorInfo*> StageTensors(const gguf::File& f, int32_t first, int32_t last,
+                                                  int32_t n_layer) {
   const bool first_stage = first == 0, last_stage = last == n_layer;
   const bool tied = f.FindTensor("output.weight") == nullptr;
   std::vector<const gguf::TensorInfo*> out;
@@ -229,8 +230,8 @@ std::vector<const gguf::TensorInfo*> StageTensors(const gguf::File& f, int32_t f
   return out;
 }
 
-Status VerifyStageTensors(const gguf::File& f, const ModelManifest& m, int32_t first,
-                          int32_t last, int32_t n_layer) {
+Status VerifyStageTensors(const gguf::File& f, const ModelManifest& m, int32_t first, int32_t last,
+                          int32_t n_layer) {
   std::map<std::string, uint64_t> want;
   for (const TensorHash& t : m.tensors) want[t.name] = t.hash;
   // Every tensor the coordinator's model gives this stage must be in this file...
@@ -258,8 +259,9 @@ Status VerifyStageTensors(const gguf::File& f, const ModelManifest& m, int32_t f
 Result<std::string> EnsureCachedFile(const ModelManifest& m, const std::string& cache_dir,
                                      net::Conn& coord) {
   if (m.file_bytes == 0)
-    return Errorf("the node lacks the model file and the coordinator's model is split in "
-                  "several files, which cannot be sent: copy it to --model-dir");
+    return Errorf(
+        "the node lacks the model file and the coordinator's model is split in "
+        "several files, which cannot be sent: copy it to --model-dir");
   std::error_code ec;
   std::filesystem::create_directories(cache_dir, ec);
   if (ec) return Errorf("cache folder {}: {}", cache_dir, ec.message());

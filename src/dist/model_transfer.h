@@ -24,9 +24,9 @@ struct TensorHash {
 // What identifies a model file: every tensor's hash and, for a single-file model, the header
 // (bytes before the data section) so that a node can rebuild the file from its tensors.
 struct ModelManifest {
-  uint64_t file_bytes = 0;   // 0: the model cannot be sent (split files)
-  uint64_t data_offset = 0;  // header bytes
-  uint64_t header_hash = 0;  // XXH3-64 of bytes [0, data_offset)
+  uint64_t file_bytes = 0;          // 0: the model cannot be sent (split files)
+  uint64_t data_offset = 0;         // header bytes
+  uint64_t header_hash = 0;         // XXH3-64 of bytes [0, data_offset)
   std::vector<TensorHash> tensors;  // file order
   // 16 hex digits: XXH3-64 of the header hash and every (name, hash); the cache file's name.
   std::string Id() const;
@@ -41,13 +41,13 @@ Status GetManifest(net::ByteReader& r, ModelManifest* m);
 // Tensors a stage serving layers [first, last) of an n_layer model reads: blk.first..last-1,
 // token_embd on the first stage (and the last when there is no output.weight), output_norm and
 // output on the last, any other non-layer tensor everywhere (the planner's rule).
-std::vector<const gguf::TensorInfo*> StageTensors(const gguf::File& f, int32_t first,
-                                                  int32_t last, int32_t n_layer);
+std::vector<const gguf::TensorInfo*> StageTensors(const gguf::File& f, int32_t first, int32_t last,
+                                                  int32_t n_layer);
 
 // Checks the stage's tensors of `f` against the manifest; the error names the first tensor
 // that is missing or differs, and the file.
-Status VerifyStageTensors(const gguf::File& f, const ModelManifest& m, int32_t first,
-                          int32_t last, int32_t n_layer);
+Status VerifyStageTensors(const gguf::File& f, const ModelManifest& m, int32_t first, int32_t last,
+                          int32_t n_layer);
 
 // Node side, for a node without the model file: makes sure `cache_dir` holds
 // <manifest id>.gguf (a name derived from hashes, never from a message), a sparse file of the

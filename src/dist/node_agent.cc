@@ -233,8 +233,7 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
         VerifyStageTensors(*gf, a.manifest, a.first_layer, a.last_layer, prof.hp.n_layer));
   } else {
     gf.reset();  // the fetch writes into the file; map it again afterwards
-    SHOAL_RETURN_IF_ERROR(
-        FetchStageTensors(a.manifest, path, a.first_layer, a.last_layer, *from));
+    SHOAL_RETURN_IF_ERROR(FetchStageTensors(a.manifest, path, a.first_layer, a.last_layer, *from));
     SHOAL_ASSIGN_OR_RETURN(gf, gguf::File::Open(path));
   }
   SHOAL_ASSIGN_OR_RETURN(auto mdl, Model::Load(*gf, LoadOptions{a.first_layer, a.last_layer}));

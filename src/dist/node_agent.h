@@ -21,8 +21,8 @@ struct NodeOptions {
   int n_threads = 1;
   std::string model_dir = ".";
   std::string cache_dir;  // tensors received from the coordinator; default model_dir/.shoal-cache
-  std::string name;     // default: host:port
-  bool measure = true;  // probe bandwidth and matmul speed at start
+  std::string name;       // default: host:port
+  bool measure = true;    // probe bandwidth and matmul speed at start
 };
 
 class NodeAgent {

@@ -87,8 +87,7 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
     f.payload = EncodeAssign(a);
     SHOAL_RETURN_IF_ERROR(cl.conns[i]->Send(f));
     for (;;) {
-      SHOAL_ASSIGN_OR_RETURN(net::Frame r,
-                             RecvControl(*cl.conns[i], kStepTimeoutMs, st.node_name));
+      SHOAL_ASSIGN_OR_RETURN(net::Frame r, RecvControl(*cl.conns[i], kStepTimeoutMs, st.node_name));
       SHOAL_ASSIGN_OR_RETURN(ControlType t, ControlTypeOf(r.payload));
       if (t == ControlType::kFetch) {
         if (!cl.file) return Errorf("node {} asked for model data: no model here", st.node_name);
@@ -134,8 +133,7 @@ Status RemoteExecutor::Submit(const Batch& batch) {
   // more per micro-batch: 2 stages x 1 thread, 16 decoding streams (1.1B Q4_0): 73.5 tok/s with
   // 2 micro-batches, 65.0 with 4. Never more than there are chunks.
   const size_t n_chunks = batch.chunks.size();
-  const size_t n_mb =
-      std::max<size_t>(1, std::min(n_chunks, static_cast<size_t>(micro_batches_)));
+  const size_t n_mb = std::max<size_t>(1, std::min(n_chunks, static_cast<size_t>(micro_batches_)));
   Pending p;
   p.step = step_;
   size_t chunk = 0;

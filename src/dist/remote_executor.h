@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "dist/cluster_file.h"
+#include "dist/model_transfer.h"
 #include "dist/stage_stats.h"
 #include "engine/engine.h"
-#include "dist/model_transfer.h"
 #include "gguf/gguf.h"
 #include "net/auth.h"
 #include "net/conn.h"
@@ -34,7 +34,7 @@ struct Cluster {
   std::vector<std::shared_ptr<net::Conn>> conns;  // [node]
   std::vector<planner::NodeInfo> infos;
   planner::Plan plan;
-  int32_t n_blocks = 0;  // KV blocks per stage (the engine's pool size)
+  int32_t n_blocks = 0;              // KV blocks per stage (the engine's pool size)
   const gguf::File* file = nullptr;  // the coordinator's model (sent to nodes that lack it)
   ModelManifest manifest;            // its per-tensor hashes
 };

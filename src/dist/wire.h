@@ -36,7 +36,7 @@ struct Assignment {
   planner::PlanConfig config;  // sizes the node checks against its memory limit
   std::string next_host;       // downstream stage; empty on the last stage
   uint16_t next_port = 0;
-  ModelManifest manifest;      // tensor hashes the node checks (and fetches by) its file
+  ModelManifest manifest;  // tensor hashes the node checks (and fetches by) its file
 };
 
 std::vector<uint8_t> EncodeJoin(const std::string& node_info_json);

@@ -60,7 +60,7 @@ class Executor {
   virtual Status Collect(std::vector<float>* logits);
 
  private:
-  std::deque<std::vector<float>> done_;  // default Submit's results, oldest first
+  std::deque<std::vector<float>> done_;    // default Submit's results, oldest first
   std::vector<std::vector<float>> spare_;  // collected buffers, reused (no allocation per step)
 };
 
@@ -192,7 +192,7 @@ class Engine {
   std::vector<int32_t> eog_;
   std::map<int64_t, Live> reqs_;
   std::map<int64_t, std::pair<int64_t, int32_t>> owner_;  // seq -> (request, choice)
-  std::map<int64_t, int32_t> group_of_;                    // seq -> group
+  std::map<int64_t, int32_t> group_of_;                   // seq -> group
   int64_t next_id_ = 1, next_seq_ = 1;
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   std::vector<float> logits_;
