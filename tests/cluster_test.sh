@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multi-process pipeline tests on loopback: `shoal node` workers behind `shoal serve --nodes`.
 # Split equivalence (1, 2, 4, 8 stages give the same tokens as one process, f32 links), auth
-# refusal, memory-cap refusal, garbage on a node port, a node without the model file.
+# refusal, memory-cap refusal, garbage on a node port, a node without the model file (receives
+# its tensors), a node with a different file (refused); each node's peak RSS within its plan.
 set -u
 SHOAL=$1 SHARED=${2:-}
 TMP=$(mktemp -d)
@@ -22,9 +23,10 @@ MODEL=$TMP/models/m.gguf
 # node NAME [flags...] -> prints "127.0.0.1:PORT" once listening
 node() {
   local name=$1; shift
-  "$SHOAL" node --listen 127.0.0.1:0 --model-dir "$TMP/models" --cluster-key-file "$TMP/key" \
-    --no-measure -t 1 --name "$name" "$@" > "$TMP/$name.log" 2>&1 &
+  "$SHOAL" node --listen 127.0.0.1:0 --model-dir "${NODE_MODEL_DIR:-$TMP/models}" \
+    --cluster-key-file "$TMP/key" --no-measure -t 1 --name "$name" "$@" > "$TMP/$name.log" 2>&1 &
   echo $! >> "$TMP/pids"
+  echo $! > "$TMP/$name.pid"
   for _ in $(seq 1 100); do
     local p
     p=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$TMP/$name.log" | grep -o '[0-9]*$')
@@ -70,12 +72,19 @@ for k in 1 2 4 8; do
   nodes=${nodes#,}
   if serve "c$k.log" --nodes "$nodes" --link-dtype f32; then
     ask "$TMP/got$k"
+    # Peak RSS of every node (from outside) against the plan's predicted total for it.
+    for i in $(seq 1 $k); do
+      pred=$(grep -E "^ +[0-9]+  s$k-n$i " "$TMP/c$k.log" | awk '{print $9}')
+      hwm=$(awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$(cat "$TMP/s$k-n$i.pid")/status")
+      echo "$k $i $pred $hwm" >> "$TMP/rss"
+    done
     "$SHOAL" status --url "http://127.0.0.1:$PORT" > "$TMP/status$k" 2>&1
     kill -TERM $SPID; wait $SPID
   else
     echo "cluster of $k did not start:"; tail -5 "$TMP/c$k.log"
   fi
   check "$k stage(s), f32 links: same tokens as one process (greedy and seeded)" 'cmp -s "$TMP/want" "$TMP/got$k"'
+  check "$k stage(s): every node's peak RSS (VmHWM) is within its predicted memory" '[ $(awk -v k=$k '"'"'$1 == k && $3 > 0 && $4 > 0 && $4 <= $3'"'"' "$TMP/rss" | wc -l) -eq $k ]'
   check "$k stage(s): the plan was printed with $k stages" '[ $(grep -cE "^ +[0-9]+  s$k-n" "$TMP/c$k.log") -eq $k ]'
   check "$k stage(s): shoal status lists $k stages" '[ $(grep -cE "^[0-9]+ +s$k-n" "$TMP/status$k") -eq $k ] && grep -q "pipeline" "$TMP/status$k"'
 done
@@ -109,10 +118,26 @@ check "garbage on a node port: the node still plans with a good coordinator" '"$
 m1=$(node m1 --mem-limit 20M); m2=$(node m2 --mem-limit 20M)
 "$SHOAL" serve -m "$MODEL" --nodes "$m1,$m2" --cluster-key-file "$TMP/key" --dry-run > "$TMP/mem.out" 2>&1; rc=$?
 check "a model that does not fit 2 x 20 MiB fails with each node's shortfall" '[ $rc -ne 0 ] && grep -q "short by" "$TMP/mem.out" && grep -q "m1" "$TMP/mem.out" && grep -q "m2" "$TMP/mem.out"'
-"$SHOAL" node --listen 127.0.0.1:0 --model-dir "$TMP/empty" --cluster-key-file "$TMP/key" --no-measure --name e1 > "$TMP/e1.log" 2>&1 & PIDS+=($!)
-sleep 0.3; e1="127.0.0.1:$(grep -o 'listening on 127.0.0.1:[0-9]*' "$TMP/e1.log" | grep -o '[0-9]*$')"
-serve e1serve.log --nodes "$e1"; rc=$?
-check "a node without the model file refuses its assignment, naming the file" '[ $rc -ne 0 ] && sleep 0.2 && grep -q "m.gguf" "$TMP/e1serve.log"'
+# A node without the model file receives just its stage's tensors (cached by content hash) and
+# the answers are identical; a second assignment finds them in the cache.
+e1=$(NODE_MODEL_DIR=$TMP/empty node e1); f2=$(node f2)
+if serve e1serve.log --nodes "$e1,$f2" --link-dtype f32; then
+  ask "$TMP/gote1"; kill -TERM $SPID; wait $SPID
+fi
+check "a node without the model file receives its tensors: same tokens as one process" 'cmp -s "$TMP/want" "$TMP/gote1"'
+check "the received tensors are cached by content hash in its model dir" '[ $(ls "$TMP/empty/.shoal-cache/" | grep -cE "^[0-9a-f]{16}\.gguf$") -eq 1 ]'
+mtime1=$(stat -c %y "$TMP"/empty/.shoal-cache/*.gguf)
+e2=$(NODE_MODEL_DIR=$TMP/empty node e2); f3=$(node f3)
+if serve e2serve.log --nodes "$e2,$f3" --link-dtype f32; then
+  ask "$TMP/gote2"; kill -TERM $SPID; wait $SPID
+fi
+check "a second node on the same cache serves from it without writing to it" 'cmp -s "$TMP/want" "$TMP/gote2" && [ "$mtime1" = "$(stat -c %y "$TMP"/empty/.shoal-cache/*.gguf)" ]'
+# A node whose m.gguf is another model (same shapes, other weights) refuses, naming a tensor.
+mkdir -p "$TMP/other"
+"$SHOAL" synth --preset tiny --layers 8 --type q8_0 --seed 6 -o "$TMP/other/m.gguf" > /dev/null 2>&1
+o1=$(NODE_MODEL_DIR=$TMP/other node o1)
+serve o1serve.log --nodes "$o1"; rc=$?
+check "a node whose file differs from the coordinator's refuses, naming the tensor" '[ $rc -ne 0 ] && grep -q "differs from the coordinator" "$TMP/o1serve.log"'
 
 echo "$fails failure(s)"
 [ $fails -eq 0 ]

@@ -57,7 +57,7 @@ kill -TERM $SPID; wait $SPID
 check "reference answers exist" '[ $(grep -c "^bad" "$TMP/want") -eq 0 ] && [ $(wc -l < "$TMP/want") -eq 4 ]'
 
 # 1. shoal cluster up: 3 nodes, f32 links.
-"$SHOAL" cluster up -m "$MODEL" --nodes 3 --node-mem 64M --no-measure --port 0 \
+"$SHOAL" cluster up -m "$MODEL" --nodes 3 --node-mem 128M --no-measure --port 0 \
   --max-num-seqs 8 --max-model-len 256 > "$TMP/up.log" 2>&1 &
 CPID=$!; PIDS+=($CPID)
 if wait_http "$TMP/up.log" $CPID; then
@@ -94,12 +94,12 @@ CPID=$!; PIDS+=($CPID)
 wait_http "$TMP/int.log" $CPID; up=$?
 kill -INT $CPID; wait $CPID; rc=$?
 check "SIGINT: cluster up stops cleanly, its node too" '[ $up -eq 0 ] && [ $rc -eq 0 ] && grep -q "shoal cluster: stopped" "$TMP/int.log" && sleep 0.2 && all_gone "$TMP/int.log"'
-timeout 60 "$SHOAL" cluster up -m "$MODEL" --nodes 2 --node-mem 64M --no-measure --max-num-seqs 4 \
+timeout 60 "$SHOAL" cluster up -m "$MODEL" --nodes 2 --node-mem 128M --no-measure --max-num-seqs 4 \
   --max-model-len 256 --dry-run > "$TMP/dry.log" 2>&1; rc=$?
 check "cluster up --dry-run prints a 2-stage plan and exits 0, no node left" '[ $rc -eq 0 ] && [ $(grep -cE "^ +[0-9]+  node[12] " "$TMP/dry.log") -eq 2 ] && all_gone "$TMP/dry.log"'
 
 # 2. SIGKILL of the cluster process: the nodes die with it (PR_SET_PDEATHSIG).
-"$SHOAL" cluster up -m "$MODEL" --nodes 2 --node-mem 64M --no-measure --port 0 \
+"$SHOAL" cluster up -m "$MODEL" --nodes 2 --node-mem 128M --no-measure --port 0 \
   --max-num-seqs 4 --max-model-len 256 > "$TMP/kill.log" 2>&1 &
 CPID=$!; PIDS+=($CPID)
 wait_http "$TMP/kill.log" $CPID; up=$?
@@ -109,7 +109,7 @@ check "SIGKILL: the nodes do not outlive the cluster process" 'sleep 0.5; all_go
 rm -rf "$(grep -o 'key and logs in [^ ]*' "$TMP/kill.log" | cut -d' ' -f5)"  # left by SIGKILL
 
 # 3. A node that dies: cluster up says which, stops the others and exits non-zero, promptly.
-"$SHOAL" cluster up -m "$MODEL" --nodes 3 --node-mem 64M --no-measure --port 0 \
+"$SHOAL" cluster up -m "$MODEL" --nodes 3 --node-mem 128M --no-measure --port 0 \
   --max-num-seqs 4 --max-model-len 256 > "$TMP/die.log" 2>&1 &
 CPID=$!; PIDS+=($CPID)
 wait_http "$TMP/die.log" $CPID; up=$?

@@ -12,7 +12,7 @@ namespace shoal::cli {
 namespace {
 
 struct NodeArgs {
-  std::string listen = "127.0.0.1:0", mem_limit, model_dir = ".", key_file, name;
+  std::string listen = "127.0.0.1:0", mem_limit, model_dir = ".", cache_dir, key_file, name;
   int threads = 1;
   bool no_measure = false;
 };
@@ -30,6 +30,7 @@ int RunNode(const NodeArgs& a) {
   o.port = listen->second;
   o.n_threads = ResolveThreads(a.threads);
   o.model_dir = a.model_dir;
+  o.cache_dir = a.cache_dir;
   o.name = a.name;
   o.measure = !a.no_measure;
   // Without --mem-limit the node may use 90% of the memory available now.
@@ -68,6 +69,9 @@ void AddNodeCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("-t,--threads", a->threads, "Compute threads")->capture_default_str();
   cmd->add_option("--model-dir", a->model_dir, "Folder holding the model files")
       ->capture_default_str();
+  cmd->add_option("--cache-dir", a->cache_dir,
+                  "Where tensors received from the coordinator are cached by content hash "
+                  "(default MODEL_DIR/.shoal-cache)");
   cmd->add_option("--cluster-key-file", a->key_file, "Shared cluster key file (>= 16 bytes)");
   cmd->add_option("--name", a->name, "Node name in plans and logs (default HOST:PORT)");
   cmd->add_flag("--no-measure", a->no_measure, "Skip the bandwidth/matmul probe at start");

@@ -163,7 +163,12 @@ int Serve(const ServeArgs& a) {
                    {"predicted_throughput_tokens_per_s", cl->plan.throughput_tokens_per_s}};
       std::vector<std::string> names;
       for (const planner::Stage& st : cl->plan.stages) names.push_back(st.node_name);
+      const int32_t n_stages = static_cast<int32_t>(cl->plan.stages.size());
+      cfg.pipeline_groups = a.pipeline_groups > 0 ? a.pipeline_groups : n_stages;
       auto exec = std::make_unique<dist::RemoteExecutor>(std::move(*cl), hp.n_vocab, hp.n_embd);
+      // Overlapped groups fill the pipeline themselves: one micro-batch per group step.
+      exec->SetMicroBatches(cfg.pipeline_groups > 1 ? std::max(1, n_stages / cfg.pipeline_groups)
+                                                    : n_stages);
       m.stage_metrics = [stats = exec->stage_stats(), names] {
         std::vector<server::StageMetrics> out;
         const std::vector<dist::StageLoad> loads = stats->Snapshot();
@@ -251,6 +256,10 @@ void AddServeCommand(CLI::App& app, Runner* runner) {
   CLI::Option* link = cmd->add_option("--link-dtype", a->link_dtype,
                                       "Activations between stages: f32 (bit-exact), f16 or q8_0")
                           ->capture_default_str();
+  cmd->add_option("--pipeline-groups", a->pipeline_groups,
+                  "With --nodes or --cluster: sequence groups whose steps overlap in the "
+                  "pipeline (0: one per stage; 1: one step at a time)")
+      ->capture_default_str();
   cmd->add_flag("--dry-run", a->dry_run, "With --nodes or --cluster: print the plan and exit");
   cmd->callback([a, runner, link] {
     a->link_dtype_set = link->count() > 0;

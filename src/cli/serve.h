@@ -11,6 +11,7 @@ struct ServeArgs {
   std::string model, host = "127.0.0.1", api_key, api_key_file, served_name, chat_template;
   std::string kv_mem, swap_space, kv_type = "f16";
   int port = 8080, threads = 0, block_size = 16, max_num_seqs = 64, max_batched = 2048;
+  int pipeline_groups = 0;  // with --nodes: sequence groups in flight (0: one per stage)
   int max_model_len = 0, drain_timeout = 30;
   int64_t max_queued = 4096;
   uint64_t max_body = 8 << 20;

@@ -4,11 +4,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "base/log.h"
+#include "dist/model_transfer.h"
+#include "dist/warmup.h"
 #include "dist/wire.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
@@ -201,7 +204,19 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
   if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
       f == "." || f == "..")
     return Errorf("model file '{}' must be a plain file name inside --model-dir", f);
-  SHOAL_ASSIGN_OR_RETURN(auto gf, gguf::File::Open(opts.model_dir + "/" + f));
+  // Our own copy of the file, checked tensor by tensor against the coordinator's hashes; or,
+  // without one, a cached sparse copy holding just this stage's tensors, fetched from the
+  // coordinator after the memory check below.
+  std::string path = opts.model_dir + "/" + f;
+  const bool have_file = std::filesystem::exists(path);
+  if (!have_file) {
+    const std::string cache =
+        opts.cache_dir.empty() ? opts.model_dir + "/.shoal-cache" : opts.cache_dir;
+    Log(LogLevel::kInfo, "no {} in {}: fetching this stage's tensors from the coordinator", f,
+        opts.model_dir);
+    SHOAL_ASSIGN_OR_RETURN(path, EnsureCachedFile(a.manifest, cache, *from));
+  }
+  SHOAL_ASSIGN_OR_RETURN(auto gf, gguf::File::Open(path));
   SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(*gf));
   if (a.last_layer > prof.hp.n_layer)
     return Errorf("layer range beyond the model's {} layers", prof.hp.n_layer);
@@ -213,9 +228,27 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
         "limit by {} MiB",
         a.first_layer, a.last_layer, need.total() >> 20, need.weights >> 20, need.kv >> 20,
         need.buffers >> 20, opts.mem_limit >> 20, (need.total() - opts.mem_limit) >> 20);
+  if (have_file) {
+    SHOAL_RETURN_IF_ERROR(
+        VerifyStageTensors(*gf, a.manifest, a.first_layer, a.last_layer, prof.hp.n_layer));
+  } else {
+    gf.reset();  // the fetch writes into the file; map it again afterwards
+    SHOAL_RETURN_IF_ERROR(FetchStageTensors(a.manifest, path, a.first_layer, a.last_layer, *from));
+    SHOAL_ASSIGN_OR_RETURN(gf, gguf::File::Open(path));
+  }
   SHOAL_ASSIGN_OR_RETURN(auto mdl, Model::Load(*gf, LoadOptions{a.first_layer, a.last_layer}));
   SHOAL_ASSIGN_OR_RETURN(KvStore store, KvStore::Create(mdl->MakeKvLayout(
                                             a.n_blocks, a.config.block_size, a.config.kv_dtype)));
+  std::unique_ptr<KvStore> sw;
+  if (a.swap_blocks > 0) {
+    SHOAL_ASSIGN_OR_RETURN(KvStore s, KvStore::Create(mdl->MakeKvLayout(
+                                          a.swap_blocks, a.config.block_size, a.config.kv_dtype)));
+    sw = std::make_unique<KvStore>(std::move(s));
+  }
+  auto pl = std::make_unique<ThreadPool>(opts.n_threads);
+  // Take the whole planned memory now (see WarmUpStage), so RSS matches the plan from the start
+  // and a node that cannot have it fails here rather than in the middle of a request.
+  SHOAL_RETURN_IF_ERROR(WarmUpStage(*mdl, store, sw.get(), pl.get(), a.config));
   std::shared_ptr<net::Conn> down;
   if (!a.next_host.empty()) {
     SHOAL_ASSIGN_OR_RETURN(
@@ -231,12 +264,8 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
   file = std::move(gf);
   model = std::move(mdl);
   kv = std::make_unique<KvStore>(std::move(store));
-  if (a.swap_blocks > 0) {
-    SHOAL_ASSIGN_OR_RETURN(KvStore sw, KvStore::Create(model->MakeKvLayout(
-                                           a.swap_blocks, a.config.block_size, a.config.kv_dtype)));
-    swap = std::make_unique<KvStore>(std::move(sw));
-  }
-  pool = std::make_unique<ThreadPool>(opts.n_threads);
+  swap = std::move(sw);
+  pool = std::move(pl);
   coordinator = from;
   downstream = down;
   link = a.config.link_dtype;

@@ -20,8 +20,9 @@ struct NodeOptions {
   uint64_t mem_limit = 0;  // 0: no limit
   int n_threads = 1;
   std::string model_dir = ".";
-  std::string name;     // default: host:port
-  bool measure = true;  // probe bandwidth and matmul speed at start
+  std::string cache_dir;  // tensors received from the coordinator; default model_dir/.shoal-cache
+  std::string name;       // default: host:port
+  bool measure = true;    // probe bandwidth and matmul speed at start
 };
 
 class NodeAgent {

@@ -57,10 +57,15 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
   SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(file));
   SHOAL_ASSIGN_OR_RETURN(cl.plan, planner::MakePlan(prof, cl.infos, opts.plan));
   cl.n_blocks = static_cast<int32_t>(planner::KvTokensPerLayer(opts.plan) / opts.plan.block_size);
+  cl.file = &file;
   return cl;
 }
 
 Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
+  // Every tensor's hash, which nodes check their copies against (reads the model once).
+  if (cl.manifest.tensors.empty() && cl.file) {
+    SHOAL_ASSIGN_OR_RETURN(cl.manifest, BuildManifest(*cl.file));
+  }
   // Last stage first: each stage dials its downstream peer while loading.
   for (size_t i = cl.plan.stages.size(); i-- > 0;) {
     const planner::Stage& st = cl.plan.stages[i];
@@ -76,19 +81,33 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
       a.next_host = hp.first;
       a.next_port = hp.second;
     }
+    a.manifest = cl.manifest;
     net::Frame f;
     f.type = net::MsgType::kControl;
     f.payload = EncodeAssign(a);
     SHOAL_RETURN_IF_ERROR(cl.conns[i]->Send(f));
-    SHOAL_ASSIGN_OR_RETURN(net::Frame r, RecvControl(*cl.conns[i], kStepTimeoutMs, st.node_name));
-    if (Status s = DecodeAssignResult(r.payload); !s.ok())
-      return s.Annotate("node " + st.node_name);
+    for (;;) {
+      SHOAL_ASSIGN_OR_RETURN(net::Frame r, RecvControl(*cl.conns[i], kStepTimeoutMs, st.node_name));
+      SHOAL_ASSIGN_OR_RETURN(ControlType t, ControlTypeOf(r.payload));
+      if (t == ControlType::kFetch) {
+        if (!cl.file) return Errorf("node {} asked for model data: no model here", st.node_name);
+        SHOAL_RETURN_IF_ERROR(ServeFetch(*cl.file, cl.file->path(), r.payload, *cl.conns[i])
+                                  .Annotate("sending tensors to node " + st.node_name));
+        continue;
+      }
+      if (Status s = DecodeAssignResult(r.payload); !s.ok())
+        return s.Annotate("node " + st.node_name);
+      break;
+    }
   }
   return Status::Ok();
 }
 
 RemoteExecutor::RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd)
-    : cluster_(std::move(cluster)), n_vocab_(n_vocab), n_embd_(n_embd) {
+    : cluster_(std::move(cluster)),
+      n_vocab_(n_vocab),
+      n_embd_(n_embd),
+      micro_batches_(static_cast<int32_t>(std::max<size_t>(1, cluster_.plan.stages.size()))) {
   static const SteadyClock clock;  // outlives every StageStats, which may outlive this
   stats_ = std::make_shared<StageStats>(cluster_.plan.stages.size(), &clock);
 }
@@ -103,16 +122,20 @@ Status RemoteExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
 }
 
 Status RemoteExecutor::Run(const Batch& batch, std::vector<float>* logits) {
+  SHOAL_RETURN_IF_ERROR(Submit(batch));
+  return Collect(logits);
+}
+
+Status RemoteExecutor::Submit(const Batch& batch) {
   ++step_;
-  const size_t n_stages = cluster_.plan.stages.size();
-  // Micro-batches: one per stage, so stage s works on micro-batch i while stage s+1 works on
-  // i-1. More would shorten the fill/drain bubble but read every stage's weights once more per
-  // micro-batch: 2 stages x 1 thread, 16 decoding streams (1.1B Q4_0): 73.5 tok/s with 2
-  // micro-batches, 65.0 with 4. Never more than there are chunks.
+  // Micro-batches: by default one per stage, so stage s works on micro-batch i while stage s+1
+  // works on i-1. More would shorten the fill/drain bubble but read every stage's weights once
+  // more per micro-batch: 2 stages x 1 thread, 16 decoding streams (1.1B Q4_0): 73.5 tok/s with
+  // 2 micro-batches, 65.0 with 4. Never more than there are chunks.
   const size_t n_chunks = batch.chunks.size();
-  const size_t n_mb = std::max<size_t>(1, std::min(n_chunks, n_stages));
-  std::vector<size_t> out_counts;
-  std::vector<int64_t> mb_rows;
+  const size_t n_mb = std::max<size_t>(1, std::min(n_chunks, static_cast<size_t>(micro_batches_)));
+  Pending p;
+  p.step = step_;
   size_t chunk = 0;
   for (size_t m = 0; m < n_mb; ++m) {
     const size_t c1 = n_chunks * (m + 1) / n_mb;
@@ -132,8 +155,8 @@ Status RemoteExecutor::Run(const Batch& batch, std::vector<float>* logits) {
     w.batch.tokens.assign(batch.tokens.begin() + row_base, batch.tokens.begin() + row_end);
     for (int32_t r : batch.out_rows)
       if (r >= row_base && r < row_end) w.batch.out_rows.push_back(r - row_base);
-    out_counts.push_back(w.batch.out_rows.size());
-    mb_rows.push_back(row_end - row_base);
+    p.out_counts.push_back(w.batch.out_rows.size());
+    p.rows.push_back(row_end - row_base);
     net::Frame f;
     f.type = net::MsgType::kStepCommand;
     f.tag = net::DataTag{m, 1, step_};
@@ -142,26 +165,32 @@ Status RemoteExecutor::Run(const Batch& batch, std::vector<float>* logits) {
     SHOAL_RETURN_IF_ERROR(cluster_.conns[cluster_.plan.stages[0].node]->Send(f));
     chunk = c1;
   }
+  pending_.push_back(std::move(p));
+  return Status::Ok();
+}
+
+Status RemoteExecutor::Collect(std::vector<float>* logits) {
+  if (pending_.empty()) return Errorf("collect without a submitted step");
+  const Pending p = std::move(pending_.front());
+  pending_.pop_front();
   logits->clear();
-  net::Conn& last = *cluster_.conns[cluster_.plan.stages[n_stages - 1].node];
-  std::vector<float> part;
-  std::vector<uint32_t> stage_us;
-  for (size_t m = 0; m < n_mb; ++m) {
+  net::Conn& last = *cluster_.conns[cluster_.plan.stages.back().node];
+  for (size_t m = 0; m < p.out_counts.size(); ++m) {
     for (;;) {
       auto f = last.Recv(kStepTimeoutMs);
       if (!f.ok()) return f.status().Annotate("last stage");
       if (!*f)
-        return Errorf("step {}: no result from the last stage in {} ms", step_, kStepTimeoutMs);
+        return Errorf("step {}: no result from the last stage in {} ms", p.step, kStepTimeoutMs);
       if ((*f)->type != net::MsgType::kStepResult) continue;  // e.g. a heartbeat
-      if ((*f)->tag.step != step_ || (*f)->tag.request_id != m)
-        return Errorf("step {}: result out of order (step {}, micro-batch {})", step_,
+      if ((*f)->tag.step != p.step || (*f)->tag.request_id != m)
+        return Errorf("step {}: result out of order (step {}, micro-batch {})", p.step,
                       (*f)->tag.step, (*f)->tag.request_id);
       SHOAL_ASSIGN_OR_RETURN(std::span<const uint8_t> body,
-                             SplitStageTimes((*f)->payload, &stage_us));
+                             SplitStageTimes((*f)->payload, &stage_us_));
       SHOAL_RETURN_IF_ERROR(
-          DecodeLogits(body, out_counts[m] * static_cast<size_t>(n_vocab_), &part));
-      stats_->Record(stage_us, mb_rows[m]);
-      logits->insert(logits->end(), part.begin(), part.end());
+          DecodeLogits(body, p.out_counts[m] * static_cast<size_t>(n_vocab_), &part_));
+      stats_->Record(stage_us_, p.rows[m]);
+      logits->insert(logits->end(), part_.begin(), part_.end());
       break;
     }
   }

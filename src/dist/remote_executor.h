@@ -2,12 +2,15 @@
 // an Executor that streams each engine step through the stages as micro-batches.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "dist/cluster_file.h"
+#include "dist/model_transfer.h"
 #include "dist/stage_stats.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
@@ -31,7 +34,9 @@ struct Cluster {
   std::vector<std::shared_ptr<net::Conn>> conns;  // [node]
   std::vector<planner::NodeInfo> infos;
   planner::Plan plan;
-  int32_t n_blocks = 0;  // KV blocks per stage (the engine's pool size)
+  int32_t n_blocks = 0;              // KV blocks per stage (the engine's pool size)
+  const gguf::File* file = nullptr;  // the coordinator's model (sent to nodes that lack it)
+  ModelManifest manifest;            // its per-tensor hashes
 };
 
 // Connects to the nodes, reads their node info and plans the layer split (fails with each
@@ -39,13 +44,15 @@ struct Cluster {
 Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& file,
                                const net::ClusterKey& key);
 
-// Sends every node its assignment and waits until all have loaded (or one refuses).
+// Sends every node its assignment and waits until all have loaded (or one refuses); a node
+// that lacks the model file fetches its tensors meanwhile (ServeFetch).
 Status AssignLayers(Cluster& cluster, const ClusterOptions& opts);
 
 // Streams a step's batch through the stages: the batch is cut into micro-batches of whole
-// chunks (one per stage), all sent to stage 0 at once, so that stage s works on micro-batch i while
-// stage s+1 works on i-1; the last stage returns logits. Block copies ride on the first
-// micro-batch.
+// chunks (by default one per stage), all sent to stage 0 at once, so that stage s works on
+// micro-batch i while stage s+1 works on i-1; the last stage returns logits. Block copies ride
+// on the first micro-batch. Submit/Collect keep several steps in flight (the engine's pipeline
+// groups): each stage works in arrival order, so results return first in, first out.
 class RemoteExecutor final : public Executor {
  public:
   RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd);
@@ -53,15 +60,29 @@ class RemoteExecutor final : public Executor {
   Status Run(const Batch& batch, std::vector<float>* logits) override;
   Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
                     std::span<const BlockCopy> swap_in) override;
+  Status Submit(const Batch& batch) override;
+  Status Collect(std::vector<float>* logits) override;
+  // Micro-batches per step (at least 1, never more than the step's chunks; default: stages).
+  // With steps of several groups in flight, 1: the other groups fill the pipeline.
+  void SetMicroBatches(int32_t n) { micro_batches_ = std::max(1, n); }
   // Measured per-stage load (thread-safe; outlives the executor when held).
   std::shared_ptr<StageStats> stage_stats() const { return stats_; }
 
  private:
+  struct Pending {
+    uint64_t step = 0;
+    std::vector<size_t> out_counts;  // logit rows per micro-batch
+    std::vector<int64_t> rows;       // rows per micro-batch
+  };
   Cluster cluster_;
   std::shared_ptr<StageStats> stats_;
   int64_t n_vocab_, n_embd_;
+  int32_t micro_batches_ = 1;
   uint64_t step_ = 0;
   std::vector<BlockCopy> swap_out_, copies_, swap_in_;
+  std::deque<Pending> pending_;  // submitted, not yet collected; oldest first
+  std::vector<float> part_;
+  std::vector<uint32_t> stage_us_;
 };
 
 }  // namespace shoal::dist

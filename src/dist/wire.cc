@@ -63,6 +63,7 @@ std::vector<uint8_t> EncodeAssign(const Assignment& a) {
   w.U8(static_cast<uint8_t>(c.link_dtype));
   w.String(a.next_host);
   w.U16(a.next_port);
+  PutManifest(w, a.manifest);
   return out;
 }
 
@@ -78,7 +79,7 @@ std::vector<uint8_t> EncodeAssignResult(bool ok, const std::string& message) {
 Result<ControlType> ControlTypeOf(std::span<const uint8_t> payload) {
   if (payload.empty()) return Errorf("empty control message");
   const uint8_t t = payload[0];
-  if (t < 1 || t > 3) return Errorf("unknown control message type {}", t);
+  if (t < 1 || t > 6) return Errorf("unknown control message type {}", t);
   return static_cast<ControlType>(t);
 }
 
@@ -100,6 +101,8 @@ Result<Assignment> DecodeAssign(std::span<const uint8_t> payload) {
   SHOAL_RETURN_IF_ERROR(r.U8(&link, "link dtype"));
   SHOAL_RETURN_IF_ERROR(r.String(&a.next_host, 1024, "next host"));
   SHOAL_RETURN_IF_ERROR(r.U16(&a.next_port, "next port"));
+  SHOAL_RETURN_IF_ERROR(GetManifest(r, &a.manifest));
+  SHOAL_RETURN_IF_ERROR(r.ExpectEnd("assignment"));
   for (int i = 0; i < 9; ++i)
     if (v[i] > (1u << 30)) return Errorf("assignment field {} out of range", i);
   a.first_layer = static_cast<int32_t>(v[0]);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "dist/model_transfer.h"
 #include "model/batch.h"
 #include "planner/cost_model.h"
 #include "sched/scheduler.h"
@@ -19,6 +20,9 @@ enum class ControlType : uint8_t {
   kJoin = 1,          // node -> coordinator: NodeInfo JSON
   kAssign = 2,        // coordinator -> node: the layers to serve
   kAssignResult = 3,  // node -> coordinator: ok, or why not
+  kFetch = 4,         // node -> coordinator: send me the header and/or these tensors
+  kData = 5,          // coordinator -> node: bytes of the header or of one tensor
+  kFetchDone = 6,     // coordinator -> node: the fetch is complete
 };
 
 // What a node is asked to serve. The model is named by file name only: the node resolves it
@@ -32,6 +36,7 @@ struct Assignment {
   planner::PlanConfig config;  // sizes the node checks against its memory limit
   std::string next_host;       // downstream stage; empty on the last stage
   uint16_t next_port = 0;
+  ModelManifest manifest;  // tensor hashes the node checks (and fetches by) its file
 };
 
 std::vector<uint8_t> EncodeJoin(const std::string& node_info_json);

@@ -21,6 +21,25 @@ const char* FinishReasonName(FinishReason r) {
   return "?";
 }
 
+Status Executor::Submit(const Batch& batch) {
+  std::vector<float> lg;
+  if (!spare_.empty()) {
+    lg.swap(spare_.back());
+    spare_.pop_back();
+  }
+  SHOAL_RETURN_IF_ERROR(Run(batch, &lg));
+  done_.push_back(std::move(lg));
+  return Status::Ok();
+}
+
+Status Executor::Collect(std::vector<float>* logits) {
+  if (done_.empty()) return Errorf("collect without a submitted batch");
+  logits->swap(done_.front());
+  spare_.push_back(std::move(done_.front()));
+  done_.pop_front();
+  return Status::Ok();
+}
+
 Status LocalExecutor::Run(const Batch& batch, std::vector<float>* logits) {
   SHOAL_RETURN_IF_ERROR(model_->Forward(batch, nullptr, kv_, &pool_, &out_));
   logits->swap(out_.logits);
@@ -92,17 +111,17 @@ Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig&
 
 namespace {
 
-SchedConfig MakeSchedConfig(const EngineConfig& cfg, int32_t kv_blocks) {
+SchedConfig MakeSchedConfig(const EngineConfig& cfg, int32_t kv_blocks, int32_t groups) {
   SchedConfig s;
   s.block_size = cfg.block_size;
-  s.max_num_seqs = cfg.max_num_seqs;
+  s.max_num_seqs = std::max(1, cfg.max_num_seqs / groups);
   s.max_num_batched_tokens = cfg.max_num_batched_tokens;
   // A sequence must always fit the pool alone, or preemption could never make room for it.
   s.max_model_len = std::min<int64_t>(cfg.n_ctx, int64_t{kv_blocks} * cfg.block_size);
   s.enable_prefix_caching = cfg.enable_prefix_caching;
-  s.swap_blocks = cfg.swap_blocks;
+  s.swap_blocks = cfg.swap_blocks / groups;
   s.tiled_prompt_min = kTiledPromptMin;
-  s.state_slots = cfg.state_slots;
+  s.state_slots = cfg.state_slots;  // one group when there are state slots (Engine::Engine)
   return s;
 }
 
@@ -110,12 +129,31 @@ SchedConfig MakeSchedConfig(const EngineConfig& cfg, int32_t kv_blocks) {
 
 Engine::Engine(std::unique_ptr<Executor> exec, const EngineConfig& cfg, int32_t kv_blocks,
                std::vector<int32_t> eog_ids, const Clock* clock)
-    : cfg_(cfg),
-      exec_(std::move(exec)),
-      alloc_(kv_blocks),
-      sched_(MakeSchedConfig(cfg, kv_blocks), &alloc_, clock ? clock : &steady_),
-      eog_(std::move(eog_ids)) {
-  cfg_.n_ctx = sched_.config().max_model_len;
+    : cfg_(cfg), exec_(std::move(exec)), kv_blocks_(kv_blocks), eog_(std::move(eog_ids)) {
+  // Each group needs room for one full sequence; fewer groups when the pool is too small.
+  const int64_t per_seq = BlockTable::BlocksFor(cfg.n_ctx, cfg.block_size);
+  int32_t g = std::max(1, std::min(cfg.pipeline_groups, std::max(1, cfg.max_num_seqs)));
+  while (g > 1 && kv_blocks / g < per_seq) --g;
+  if (cfg.state_slots > 0) g = 1;  // state slot ids are the executor's: one group owns them all
+  cfg_.pipeline_groups = g;
+  const int32_t per_group = kv_blocks / g;
+  for (int32_t i = 0; i < g; ++i) {
+    Group gr;
+    gr.block_base = i * per_group;
+    gr.swap_base = i * (cfg.swap_blocks / g);
+    gr.alloc = std::make_unique<BlockAllocator>(per_group);
+    gr.sched = std::make_unique<Scheduler>(MakeSchedConfig(cfg, per_group, g), gr.alloc.get(),
+                                           clock ? clock : &steady_);
+    groups_.push_back(std::move(gr));
+  }
+  cfg_.n_ctx = groups_[0].sched->config().max_model_len;
+}
+
+bool Engine::idle() const {
+  if (!flight_.empty()) return false;
+  for (const Group& g : groups_)
+    if (!g.sched->idle()) return false;
+  return true;
 }
 
 Result<int64_t> Engine::Add(Request req) {
@@ -126,11 +164,20 @@ Result<int64_t> Engine::Add(Request req) {
     return Errorf("logprobs must be in [0, {}], got {}", kMaxLogprobs, req.logprobs);
   for (int32_t t : req.prompt)
     if (t < 0 || t >= exec_->n_vocab()) return Errorf("prompt token {} out of range", t);
-  const int64_t id = next_id_++;
-  const int64_t seq = next_seq_++;
+  // The group with the fewest sequences (lowest index on ties) takes the request.
+  int32_t best = 0;
+  for (int32_t i = 1; i < static_cast<int32_t>(groups_.size()); ++i)
+    if (groups_[static_cast<size_t>(i)].sched->n_seqs() <
+        groups_[static_cast<size_t>(best)].sched->n_seqs())
+      best = i;
+  const int64_t seq = next_seq_;
   Live l;
   l.n_prompt = static_cast<int32_t>(req.prompt.size());
-  SHOAL_RETURN_IF_ERROR(sched_.Add(seq, std::move(req.prompt), req.n));
+  SHOAL_RETURN_IF_ERROR(
+      groups_[static_cast<size_t>(best)].sched->Add(seq, std::move(req.prompt), req.n));
+  const int64_t id = next_id_++;
+  ++next_seq_;
+  group_of_[seq] = best;
   l.logprobs = req.logprobs;
   l.seqs.assign(static_cast<size_t>(req.n), -1);
   l.seqs[0] = seq;
@@ -146,10 +193,15 @@ Result<int64_t> Engine::Add(Request req) {
   return id;
 }
 
+void Engine::FinishSeq(int64_t seq) {
+  SchedOf(seq).Finish(seq);
+  owner_.erase(seq);
+  group_of_.erase(seq);
+}
+
 void Engine::FinishChoice(int64_t req_id, Live& r, int32_t index) {
   const int64_t seq = r.seqs[static_cast<size_t>(index)];
-  sched_.Finish(seq);
-  owner_.erase(seq);
+  FinishSeq(seq);
   r.seqs[static_cast<size_t>(index)] = -1;
   if (--r.n_live == 0) reqs_.erase(req_id);
 }
@@ -159,8 +211,7 @@ void Engine::Cancel(int64_t id) {
   if (it == reqs_.end()) return;
   for (int64_t seq : it->second.seqs) {
     if (seq < 0) continue;
-    sched_.Finish(seq);
-    owner_.erase(seq);
+    FinishSeq(seq);
   }
   reqs_.erase(it);
 }
@@ -183,34 +234,44 @@ int32_t Engine::CachedTokens(int64_t id) const {
   auto it = reqs_.find(id);
   if (it == reqs_.end()) return 0;
   if (it->second.sampled) return it->second.cached_tokens;
-  return sched_.CachedTokens(it->second.seqs[0]);
+  return SchedOf(it->second.seqs[0]).CachedTokens(it->second.seqs[0]);
 }
 
 const std::vector<int32_t>& Engine::Tokens(int64_t id, int32_t index) const {
-  return sched_.Tokens(reqs_.at(id).seqs.at(static_cast<size_t>(index)));
+  const int64_t seq = reqs_.at(id).seqs.at(static_cast<size_t>(index));
+  return SchedOf(seq).Tokens(seq);
 }
 
 EngineStats Engine::stats() const {
   EngineStats s;
-  s.n_running = sched_.n_running();
-  s.n_waiting = sched_.n_waiting();
-  s.n_swapped = sched_.n_swapped();
-  s.kv_usage = sched_.KvUsage();
+  double used = 0, waste_num = 0, waste_den = 0;
+  for (const Group& g : groups_) {
+    const Scheduler& sc = *g.sched;
+    s.n_running += sc.n_running();
+    s.n_waiting += sc.n_waiting();
+    s.n_swapped += sc.n_swapped();
+    const double n = g.alloc->n_blocks();
+    used += sc.KvUsage() * n;
+    s.preemptions_total += sc.preemptions_total();
+    s.prefix_queries_total += sc.prefix_queries_total();
+    s.prefix_hits_total += sc.prefix_hits_total();
+    s.kv_losses_total += sc.kv_drops_total();
+    s.replayed_tokens_total += sc.kv_dropped_tokens_total();
+    waste_num += sc.KvWaste() * sc.KvUsage() * n;  // weighted by blocks in use
+    waste_den += sc.KvUsage() * n;
+  }
+  s.kv_usage = kv_blocks_ > 0 ? used / kv_blocks_ : 0;
+  s.kv_waste = waste_den > 0 ? waste_num / waste_den : 0;
   s.prompt_tokens_total = prompt_tokens_;
   s.generation_tokens_total = generation_tokens_;
-  s.preemptions_total = sched_.preemptions_total();
-  s.prefix_queries_total = sched_.prefix_queries_total();
-  s.prefix_hits_total = sched_.prefix_hits_total();
-  s.kv_waste = sched_.KvWaste();
-  s.kv_losses_total = sched_.kv_drops_total();
-  s.replayed_tokens_total = sched_.kv_dropped_tokens_total();
   return s;
 }
 
 void Engine::SampleChoice(int64_t req_id, Live& r, int32_t index, const float* lg,
                           std::vector<TokenEvent>* events) {
   const int64_t seq = r.seqs[static_cast<size_t>(index)];
-  const std::vector<int32_t>& toks = sched_.Tokens(seq);
+  Scheduler& sched = SchedOf(seq);
+  const std::vector<int32_t>& toks = sched.Tokens(seq);
   const int64_t V = exec_->n_vocab();
   TokenEvent ev;
   ev.id = req_id;
@@ -232,69 +293,127 @@ void Engine::SampleChoice(int64_t req_id, Live& r, int32_t index, const float* l
   if (events->back().finish != FinishReason::kNone) {
     FinishChoice(req_id, r, index);  // may erase the request: r is dead after this
   } else {
-    sched_.AppendToken(seq, events->back().token);
+    sched.AppendToken(seq, events->back().token);
   }
+}
+
+Status Engine::SubmitGroup(int32_t gi) {
+  Group& g = groups_[static_cast<size_t>(gi)];
+  g.plan = g.sched->Schedule();
+  // Group-local block and swap ids -> the executor's (global) ids.
+  auto shift = [](std::vector<BlockCopy>& v, int32_t src_base, int32_t dst_base) {
+    for (BlockCopy& c : v) {
+      c.src += src_base;
+      c.dst += dst_base;
+    }
+  };
+  if (!g.plan.swap_out.empty() || !g.plan.copies.empty() || !g.plan.swap_in.empty()) {
+    std::vector<BlockCopy> so = g.plan.swap_out, cp = g.plan.copies, si = g.plan.swap_in;
+    shift(so, g.block_base, g.swap_base);
+    shift(cp, g.block_base, g.block_base);
+    shift(si, g.swap_base, g.block_base);
+    const Status s = exec_->CopyBlocks(so, cp, si);
+    if (exec_->kv_epoch() != kv_epoch_) return Status::Ok();  // Step drops the KV
+    SHOAL_RETURN_IF_ERROR(s);
+  }
+  if (!g.plan.state_copies.empty()) SHOAL_RETURN_IF_ERROR(exec_->CopyStates(g.plan.state_copies));
+  if (g.plan.chunks.empty()) return Status::Ok();
+  g.batch.Clear();
+  g.tables.resize(g.plan.chunks.size());
+  for (size_t i = 0; i < g.plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = g.plan.chunks[i];
+    const std::vector<int32_t>& toks = g.sched->Tokens(c.seq_id);
+    const std::span<const int32_t> ids(toks.data() + c.start, static_cast<size_t>(c.n));
+    const std::vector<int32_t>& local = g.sched->Table(c.seq_id).blocks;
+    g.tables[i].resize(local.size());
+    for (size_t b = 0; b < local.size(); ++b) g.tables[i][b] = local[b] + g.block_base;
+    g.batch.Add(c.seq_id, ids, c.start, g.tables[i], c.samples, false, c.tiled_until, c.state_slot);
+  }
+  const Status s = exec_->Submit(g.batch);
+  if (exec_->kv_epoch() != kv_epoch_) return Status::Ok();  // Step drops the KV
+  SHOAL_RETURN_IF_ERROR(s);
+  g.in_flight = true;
+  flight_.push_back(gi);
+  return Status::Ok();
 }
 
 Result<std::vector<TokenEvent>> Engine::Step() {
   std::vector<TokenEvent> events;
-  const StepPlan plan = sched_.Schedule();
-  // A KV loss in the executor voids this step: no token is sampled from it (so none is
-  // duplicated or skipped), and every sequence is recomputed from its tokens.
-  const auto kv_lost = [&] {
-    if (exec_->kv_epoch() == kv_epoch_) return false;
-    kv_epoch_ = exec_->kv_epoch();
-    sched_.DropAllKv();
-    return true;
-  };
-  if (!plan.swap_out.empty() || !plan.copies.empty() || !plan.swap_in.empty()) {
-    const Status s = exec_->CopyBlocks(plan.swap_out, plan.copies, plan.swap_in);
-    if (kv_lost()) return events;
+  // Start every group that has nothing in flight (round robin from the one after the last
+  // collected), so up to pipeline_groups steps overlap; then finish the oldest one.
+  const int32_t G = static_cast<int32_t>(groups_.size());
+  for (int32_t k = 0; k < G; ++k) {
+    const int32_t gi = (next_group_ + k) % G;
+    Group& g = groups_[static_cast<size_t>(gi)];
+    if (g.in_flight || g.sched->idle()) continue;
+    const Status s = SubmitGroup(gi);
+    if (KvLost()) return events;
     SHOAL_RETURN_IF_ERROR(s);
   }
-  if (!plan.state_copies.empty()) SHOAL_RETURN_IF_ERROR(exec_->CopyStates(plan.state_copies));
-  if (plan.chunks.empty()) return events;
-  batch_.Clear();
-  for (const ScheduledChunk& c : plan.chunks) {
-    const std::vector<int32_t>& toks = sched_.Tokens(c.seq_id);
-    const std::span<const int32_t> ids(toks.data() + c.start, static_cast<size_t>(c.n));
-    batch_.Add(c.seq_id, ids, c.start, sched_.Table(c.seq_id).blocks, c.samples, false,
-               c.tiled_until, c.state_slot);
+  if (flight_.empty()) return events;
+  const int32_t gi = flight_.front();
+  flight_.pop_front();
+  next_group_ = (gi + 1) % G;
+  const Status s = CollectGroup(gi, &events);
+  if (KvLost()) return events;  // CollectGroup sampled nothing
+  SHOAL_RETURN_IF_ERROR(s);
+  return events;
+}
+
+bool Engine::KvLost() {
+  if (exec_->kv_epoch() == kv_epoch_) return false;
+  // The executor lost every KV row: the steps in flight are void (no token is sampled from
+  // them, so none is duplicated or skipped) and every sequence is recomputed from its tokens.
+  kv_epoch_ = exec_->kv_epoch();
+  for (Group& g : groups_) {
+    g.sched->DropAllKv();
+    g.in_flight = false;
   }
-  const Status run = exec_->Run(batch_, &logits_);
-  if (kv_lost()) return events;
-  SHOAL_RETURN_IF_ERROR(run);
+  flight_.clear();
+  return true;
+}
+
+Status Engine::CollectGroup(int32_t gi, std::vector<TokenEvent>* events) {
+  Group& g = groups_[static_cast<size_t>(gi)];
+  g.in_flight = false;
+  const Status collected = exec_->Collect(&logits_);
+  if (exec_->kv_epoch() != kv_epoch_) return Status::Ok();  // Step drops the KV
+  SHOAL_RETURN_IF_ERROR(collected);
   const int64_t V = exec_->n_vocab();
   size_t out_i = 0;
-  for (const ScheduledChunk& c : plan.chunks) {
+  for (const ScheduledChunk& c : g.plan.chunks) {
     if (!c.samples) continue;
     const float* lg = logits_.data() + static_cast<int64_t>(out_i++) * V;
-    const auto [req_id, index] = owner_.at(c.seq_id);
+    // A sequence cancelled while its step was in flight has nothing left to sample.
+    auto own = owner_.find(c.seq_id);
+    if (own == owner_.end()) continue;
+    const auto [req_id, index] = own->second;
     Live& r = reqs_.at(req_id);
     if (r.sampled) {
-      SampleChoice(req_id, r, index, lg, &events);
+      SampleChoice(req_id, r, index, lg, events);
       continue;
     }
     // First token: count the prompt, then fork the other choices off the prefilled prompt.
     r.sampled = true;
-    r.cached_tokens = sched_.CachedTokens(c.seq_id);
+    r.cached_tokens = g.sched->CachedTokens(c.seq_id);
     prompt_tokens_ += r.n_prompt;
     const int32_t n = static_cast<int32_t>(r.seqs.size());
     for (int32_t i = 1; i < n; ++i) {
       const int64_t child = next_seq_++;
-      SHOAL_RETURN_IF_ERROR(sched_.Fork(c.seq_id, child));
+      SHOAL_RETURN_IF_ERROR(g.sched->Fork(c.seq_id, child));
       r.seqs[static_cast<size_t>(i)] = child;
       owner_[child] = {req_id, i};
+      group_of_[child] = gi;
     }
     r.n_live = n;
     for (int32_t i = 0; i < n; ++i) {
       // SampleChoice may erase the request when its last choice finishes.
       Live& rr = reqs_.at(req_id);
-      SampleChoice(req_id, rr, i, lg, &events);
+      SampleChoice(req_id, rr, i, lg, events);
       if (i + 1 < n && !reqs_.count(req_id)) break;
     }
   }
-  return events;
+  return Status::Ok();
 }
 
 }  // namespace shoal

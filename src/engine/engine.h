@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,6 +38,11 @@ struct EngineConfig {
   // to max_num_seqs for such models (0 otherwise); a request's n choices need n of them, and
   // prefix caching and swap are off (sched/scheduler.h).
   int32_t state_slots = 0;
+  // Sequence groups whose steps overlap (vLLM's virtual engines): each group has its own
+  // scheduler, max_num_seqs / groups sequences and an equal share of the KV blocks (and swap
+  // space), and a step of one group is computed while the others' are in flight. 1 = one step
+  // at a time. A pipeline of S stages wants S groups. Tokens do not depend on it.
+  int32_t pipeline_groups = 1;
 };
 
 // Runs a batch of token chunks through the layers; the local executor owns the whole model.
@@ -47,7 +53,8 @@ class Executor {
   virtual int64_t n_vocab() const = 0;
   // Computes logits for batch.out_rows; writes [out_rows.size(), n_vocab] into logits.
   virtual Status Run(const Batch& batch, std::vector<float>* logits) = 0;
-  // Whole-block KV copies, in this order: pool -> swap, pool -> pool, swap -> pool.
+  // Whole-block KV copies, in this order: pool -> swap, pool -> pool, swap -> pool. They happen
+  // before the next Run or Submit.
   virtual Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
                             std::span<const BlockCopy> swap_in) = 0;
   // Recurrent-state slot copies (forks), after the block copies and before the next Run.
@@ -59,6 +66,15 @@ class Executor {
   // re-planned after a node failure). A call that bumps it may fail or succeed; either way its
   // results are void, and the engine recomputes every sequence's KV from its tokens.
   virtual uint64_t kv_epoch() const { return 0; }
+  // Overlapped steps: Submit starts a batch (the executor keeps its own copy of it) and Collect
+  // returns the logits of the oldest submitted batch not yet collected (first in, first out).
+  // The default runs the batch inside Submit.
+  virtual Status Submit(const Batch& batch);
+  virtual Status Collect(std::vector<float>* logits);
+
+ private:
+  std::deque<std::vector<float>> done_;    // default Submit's results, oldest first
+  std::vector<std::vector<float>> spare_;  // collected buffers, reused (no allocation per step)
 };
 
 // Runs the whole model in this process over its own KV pool (and swap space) and thread pool.
@@ -138,7 +154,8 @@ class Engine {
   bool Has(int64_t id) const { return reqs_.count(id) != 0; }
   // Runs one step; returns the tokens sampled in it (at most one per choice).
   Result<std::vector<TokenEvent>> Step();
-  bool idle() const { return sched_.idle(); }
+  // Nothing queued, running or in flight.
+  bool idle() const;
 
   // Prompt tokens served by the prefix cache (0 for an unknown id or before admission).
   int32_t CachedTokens(int64_t id) const;
@@ -146,7 +163,7 @@ class Engine {
   // The tokens (prompt + generated) of a live choice.
   const std::vector<int32_t>& Tokens(int64_t id, int32_t index = 0) const;
   const EngineConfig& config() const { return cfg_; }
-  int32_t kv_blocks() const { return alloc_.n_blocks(); }
+  int32_t kv_blocks() const { return kv_blocks_; }
 
  private:
   struct Live {
@@ -159,21 +176,43 @@ class Engine {
     int32_t cached_tokens = 0;
     int32_t n_live = 0;
   };
+  // A sequence group: its own block range [block_base, block_base + n_blocks), swap slots,
+  // scheduler, and the step it has in flight.
+  struct Group {
+    int32_t block_base = 0, swap_base = 0;
+    std::unique_ptr<BlockAllocator> alloc;
+    std::unique_ptr<Scheduler> sched;
+    StepPlan plan;  // the step in flight
+    bool in_flight = false;
+    Batch batch;
+    std::vector<std::vector<int32_t>> tables;  // global block ids backing batch's chunks
+  };
+  Scheduler& SchedOf(int64_t seq) { return *groups_[static_cast<size_t>(group_of_.at(seq))].sched; }
+  const Scheduler& SchedOf(int64_t seq) const {
+    return *groups_[static_cast<size_t>(group_of_.at(seq))].sched;
+  }
+  Status SubmitGroup(int32_t g);
+  Status CollectGroup(int32_t g, std::vector<TokenEvent>* events);
+  // Whether the executor lost its KV since the last check; if so, drops every group's KV.
+  bool KvLost();
   void SampleChoice(int64_t req_id, Live& r, int32_t index, const float* logits,
                     std::vector<TokenEvent>* events);
   void FinishChoice(int64_t req_id, Live& r, int32_t index);
+  void FinishSeq(int64_t seq);
 
   EngineConfig cfg_;
   std::unique_ptr<Executor> exec_;
   SteadyClock steady_;
-  BlockAllocator alloc_;
-  Scheduler sched_;
+  int32_t kv_blocks_ = 0;
+  std::vector<Group> groups_;
+  std::deque<int32_t> flight_;  // groups in flight, oldest submission first
+  int32_t next_group_ = 0;      // where the next submission round starts
   std::vector<int32_t> eog_;
   std::map<int64_t, Live> reqs_;
   std::map<int64_t, std::pair<int64_t, int32_t>> owner_;  // seq -> (request, choice)
+  std::map<int64_t, int32_t> group_of_;                   // seq -> group
   int64_t next_id_ = 1, next_seq_ = 1;
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
-  Batch batch_;
   std::vector<float> logits_;
   std::vector<int32_t> scratch_;
   uint64_t kv_epoch_ = 0;

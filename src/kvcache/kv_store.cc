@@ -49,6 +49,17 @@ void KvStore::CopyState(int32_t src, int32_t dst) {
   StatePos(dst) = StatePos(src);
 }
 
+void KvStore::Touch() {
+  // One byte per 4 KiB page: the pages are zero already, writing makes them resident.
+  constexpr uint64_t kPage = 4096;
+  const uint64_t nk = k_layer_bytes_ * static_cast<uint64_t>(layout_.n_layers);
+  const uint64_t nv = v_layer_bytes_ * static_cast<uint64_t>(layout_.n_layers);
+  volatile uint8_t* k = k_.get();  // volatile: a store of the zero already there must happen
+  volatile uint8_t* v = v_.get();
+  for (uint64_t i = 0; i < nk; i += kPage) k[i] = 0;
+  for (uint64_t i = 0; i < nv; i += kPage) v[i] = 0;
+}
+
 void CopyKvBlock(const KvStore& src, int32_t src_block, KvStore& dst, int32_t dst_block) {
   const KvLayout& l = src.layout();
   SHOAL_CHECK(l.n_layers == dst.layout().n_layers && l.block_size == dst.layout().block_size &&

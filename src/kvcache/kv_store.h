@@ -37,6 +37,13 @@ class KvStore {
   static Result<KvStore> Create(const KvLayout& layout);
 
   const KvLayout& layout() const { return layout_; }
+  // Bytes of the K and V arrays together (every layer, every block).
+  uint64_t bytes() const {
+    return (k_layer_bytes_ + v_layer_bytes_) * static_cast<uint64_t>(layout_.n_layers);
+  }
+  // Writes every page of the pool once, so it is resident from now on: a pipeline node takes
+  // its whole planned memory at assignment (and fails there, not in the middle of a request).
+  void Touch();
   uint64_t k_row_bytes() const { return k_row_bytes_; }
   uint64_t v_row_bytes() const { return v_row_bytes_; }
   // Base of layer l's K rows: row of (block b, slot s) is at base + (b * block_size + s) * stride.

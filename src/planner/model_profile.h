@@ -16,13 +16,14 @@
 
 namespace shoal::planner {
 
-// Fixed memory of one `shoal node` process before any weight, KV block or activation buffer:
-// code, libc/libstdc++ and their heaps, thread stacks, GGUF metadata. Measured with
-// `/usr/bin/time -v` (peak RSS, x86-64 Debian 12, Release build): `shoal info -m
-// stories260K.gguf` (opens the model, prints it) 5.4-5.5 MiB; `shoal run` of stories260K with 4
-// threads, 32 tokens 7.2 MiB, of which ~1.1 MiB are its weights. 16 MiB leaves ~2x of the
-// running figure for the node agent's sockets and frame buffers and per-thread malloc arenas.
-inline constexpr uint64_t kProcessOverheadBytes = uint64_t{16} << 20;
+// Fixed memory of one `shoal node` process beyond its weights, KV pool and the buffers counted
+// below: code and shared libraries (file-backed), heaps, per-thread malloc arenas and stacks,
+// frame buffers of the links and allocator slack. Measured (scripts/ps3_test.sh: 1.1B Q4_0 over
+// 4 nodes, peak RSS from /proc/PID/status VmHWM after a 4 x 540-token load, x86-64 Debian 12,
+// Release): peak - (weights + KV + buffers) = 31.3 / 33.1 / 32.4 / 29.7 MiB per stage, of which
+// ~10 MiB is file-backed code and libraries (RssFile - weights). 34 MiB covers the largest with
+// ~1 MiB to spare, so a plan that fits its limit stays under it.
+inline constexpr uint64_t kProcessOverheadBytes = uint64_t{34} << 20;
 
 // One tensor as the planner sees it.
 struct TensorEntry {

@@ -1,0 +1,21 @@
+// Stage warm-up at assignment: makes a node's memory reach its planned size before it serves.
+#pragma once
+
+#include "base/status.h"
+#include "kvcache/kv_store.h"
+#include "model/model.h"
+#include "planner/cost_model.h"
+#include "threading/thread_pool.h"
+
+namespace shoal::dist {
+
+// Touches the KV pool (and swap space), then runs one forward pass of the largest step the
+// config allows: max_batched_tokens rows in min(max_num_seqs, max_batched_tokens) sequences,
+// every one sampling, over blocks 0, 1, ... (their contents are overwritten before any real
+// sequence reads them). The pass's output is encoded as the real step would send it. After this
+// every buffer has its steady-state size, so the node's RSS is what it will stay at; the
+// weights are resident already (the tensor hashes read them).
+Status WarmUpStage(Model& model, KvStore& kv, KvStore* swap, ThreadPool* pool,
+                   const planner::PlanConfig& c);
+
+}  // namespace shoal::dist
