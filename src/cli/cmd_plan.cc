@@ -46,7 +46,7 @@ Result<planner::ModelProfile> LoadModelProfile(const std::string& model,
   return planner::ModelPresetProfile(model, type);
 }
 
-Result<planner::DevicePreset> LoadDevice(const std::string& device) {
+Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads) {
   if (device == "local") {
     // This machine, measured as `shoal node` measures itself (STREAM triad, matmul speed); a
     // node may use 80% of the memory available now.
@@ -54,7 +54,7 @@ Result<planner::DevicePreset> LoadDevice(const std::string& device) {
     planner::DevicePreset d;
     d.name = "local";
     d.description = "this machine (measured)";
-    d.node = dist::MeasureNode("local", "", mem, ResolveThreads(0));
+    d.node = dist::MeasureNode("local", "", mem, ResolveThreads(threads));
     d.mem_total = mem;
     for (const auto& [t, f] : d.node.matmul_flops) d.peak_flops = std::max(d.peak_flops, f);
     return d;
@@ -66,6 +66,11 @@ Result<planner::DevicePreset> LoadDevice(const std::string& device) {
   return planner::FindDevicePreset(device);
 }
 
+void OverrideLink(planner::DevicePreset* d, double mbit, double latency_us) {
+  if (mbit > 0) d->node.link_bw = mbit * 1e6 / 8;
+  if (latency_us > 0) d->node.link_latency_s = latency_us * 1e-6;
+}
+
 void AddPlanCommand(CLI::App& app, Runner* runner) {
   auto* cmd = app.add_subcommand(
       "plan",
@@ -74,6 +79,8 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
     std::string model, device = "ps3", type, link, link_dtype = "f16";
     planner::CapacityOptions cap;
     bool json = false, seed = false;
+    int threads = 0;
+    double step_overhead_ms = 0, link_mbit = 0, link_latency_us = 0;
   };
   auto o = std::make_shared<Opts>();
   std::string models, devices, links;
@@ -94,7 +101,21 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--concurrency", o->cap.concurrency, "Sequences in flight in total");
   cmd->add_option("--prompt", o->cap.prompt, "Prompt tokens for TTFT (default context / 2)");
   cmd->add_option("--batch-tokens", o->cap.batch_tokens, "Prefill chunk (max batched tokens)");
+  cmd->add_option("--stages", o->cap.stages,
+                  "Whole-layer pipeline stages per replica (default: the fewest that fit)");
+  cmd->add_option("--output", o->cap.output,
+                  "Tokens generated per request: price decode at prompt + output / 2 and report "
+                  "served tokens/s with prefill");
+  cmd->add_option("--step-overhead-ms", o->step_overhead_ms,
+                  "Fixed time per engine step outside the forward passes (bench/calibrate "
+                  "measures it)");
+  cmd->add_flag("--overlap-steps", o->cap.overlap_steps,
+                "Price an ideal pipeline where consecutive steps overlap (default: one step in "
+                "flight, as shoal cluster runs today)");
+  cmd->add_option("-t,--threads", o->threads, "Threads per node for --device local (0 = all)");
   cmd->add_option("--link", o->link, "Link between nodes (" + links + "; default: the device's)");
+  cmd->add_option("--link-mbit", o->link_mbit, "Link bandwidth, Mbit/s (after --link)");
+  cmd->add_option("--link-latency-us", o->link_latency_us, "One-way link latency, us (after --link)");
   cmd->add_option("--link-type", o->link_dtype, "Activations on the wire: f32, f16 or q8_0");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->add_flag("--seed-check", o->seed,
@@ -113,7 +134,8 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
       }
       auto profile = LoadModelProfile(o->model, type);
       if (!profile.ok()) return Fail(profile.status());
-      auto device = LoadDevice(o->device);
+      o->cap.step_overhead_s = o->step_overhead_ms * 1e-3;
+      auto device = LoadDevice(o->device, o->threads);
       if (!device.ok()) return Fail(device.status());
       if (!o->link.empty()) {
         auto l = planner::FindLinkPreset(o->link);
@@ -121,6 +143,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
         device->node.link_bw = l->bw;
         device->node.link_latency_s = l->latency_s;
       }
+      OverrideLink(&*device, o->link_mbit, o->link_latency_us);
       auto ld = planner::ParseLinkDType(o->link_dtype);
       if (!ld.ok()) return Fail(ld.status());
       o->cap.link_dtype = *ld;
