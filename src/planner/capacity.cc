@@ -177,7 +177,8 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   if (r->opt.output > 0) {
     // Closed loop: a replica's b_r requests start together, their prompts are prefilled (chunks
     // packed up to max_batched_tokens), then output - 1 decode steps of b_r sequences.
-    r->request_s = PrefillSeconds(p, d, *r, prompt * b_r) + (r->opt.output - 1) * cycle;
+    r->ttft_batch_s = PrefillSeconds(p, d, *r, prompt * b_r);
+    r->request_s = r->ttft_batch_s + (r->opt.output - 1) * cycle;
     r->served_tps = static_cast<double>(r->replicas) * b_r * r->opt.output / r->request_s;
   }
   r->power_w = d.power_w * static_cast<double>(r->nodes_used);

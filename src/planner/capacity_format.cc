@@ -137,6 +137,7 @@ std::string CapacityToJson(const CapacityReport& r) {
   j["bubble_fraction"] = r.bubble;
   j["served_tokens_per_s"] = r.served_tps;
   j["request_s"] = r.request_s;
+  j["ttft_batch_s"] = r.ttft_batch_s;
   j["output"] = r.opt.output;
   j["step_overhead_s"] = r.opt.step_overhead_s;
   j["binding"] = r.binding;

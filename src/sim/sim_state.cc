@@ -269,10 +269,8 @@ void Lane::Orphan(State* s) {
 void Lane::Complete(State* s, const StepPlan& plan, double now) {
   rep->failed_at = -1;
   for (const ScheduledChunk& c : plan.chunks) {
-    if (!c.samples) {
-      s->report.prompt_tokens += c.n;
-      continue;
-    }
+    if (c.n > 1 || !c.samples) s->report.prompt_tokens += c.n;  // prompt (or recomputed) rows
+    if (!c.samples) continue;
     Request& q = s->requests[static_cast<size_t>(c.seq_id)];
     if (q.generated >= s->opt.workload.out) {
       ++s->report.tokens_duplicated;
