@@ -1,6 +1,7 @@
 // `shoal plan`: how many of a device a model needs, how it is placed and how fast it runs.
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <thread>
 
 #include "cli/commands.h"
@@ -76,7 +77,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
       "plan",
       "How many of a device a model needs, its placement and predicted speed (closed form)");
   struct Opts {
-    std::string model, device = "ps3", type, link, link_dtype = "f16";
+    std::string model, device = "ps3", type, link, link_dtype = "f16", save_device;
     planner::CapacityOptions cap;
     bool json = false, seed = false;
     int threads = 0;
@@ -117,6 +118,9 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--link-mbit", o->link_mbit, "Link bandwidth, Mbit/s (after --link)");
   cmd->add_option("--link-latency-us", o->link_latency_us, "One-way link latency, us (after --link)");
   cmd->add_option("--link-type", o->link_dtype, "Activations on the wire: f32, f16 or q8_0");
+  cmd->add_option("--save-device", o->save_device,
+                  "Write the device (e.g. local, as measured now) as a NodeInfo .json file that "
+                  "--device FILE.json reads back, then plan as usual");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->add_flag("--seed-check", o->seed,
                 "Reproduce the original PS3 capacity arithmetic and list what it leaves out");
@@ -144,6 +148,13 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
         device->node.link_latency_s = l->latency_s;
       }
       OverrideLink(&*device, o->link_mbit, o->link_latency_us);
+      if (!o->save_device.empty()) {
+        std::FILE* f = std::fopen(o->save_device.c_str(), "w");
+        if (f == nullptr) return Fail(Errorf("plan: cannot write {}", o->save_device));
+        const std::string text = planner::NodeInfoToJson(device->node);
+        const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+        if (std::fclose(f) != 0 || !ok) return Fail(Errorf("plan: short write to {}", o->save_device));
+      }
       auto ld = planner::ParseLinkDType(o->link_dtype);
       if (!ld.ok()) return Fail(ld.status());
       o->cap.link_dtype = *ld;
