@@ -110,18 +110,34 @@ int64_t NodesOf(const std::vector<StageSpec>& v) {
   return n;
 }
 
-// Prefill of `tokens` prompt tokens in chunks of up to max_batched_tokens through the stages:
-// the first chunk's latency, then one busiest-stage occupancy per further chunk.
+// Prefill of `n_prompts` prompts of `prompt` tokens, in steps of up to max_batched_tokens
+// rows of whole chunks. One step in flight: a step's chunks are cut into min(stages, chunks)
+// micro-batches that fill and drain the pipeline, then the next step starts. Overlapped steps:
+// chunks follow each other through the stages (first latency, then one occupancy each).
 double PrefillSeconds(const ModelProfile& p, const DevicePreset& d, const CapacityReport& r,
-                      double tokens) {
-  const double chunk = std::min<double>(r.config.max_batched_tokens, tokens);
+                      double prompt, double n_prompts) {
+  const double T = r.config.max_batched_tokens;
+  const double chunk = std::min(T, prompt);
+  const double chunks = n_prompts * std::ceil(prompt / chunk - 1e-9);
+  auto pass = [&](double rows, double* lat, double* busy) {
+    *lat = 0;
+    *busy = 0;
+    for (const StageSpec& s : r.stages) {
+      const StepCost pc = StagePrefillCost(p, d.node, r.config, s, rows);
+      *lat += pc.latency_s;
+      *busy = std::max(*busy, pc.busy_s);
+    }
+  };
   double lat = 0, busy = 0;
-  for (const StageSpec& s : r.stages) {
-    const StepCost pc = StagePrefillCost(p, d.node, r.config, s, chunk);
-    lat += pc.latency_s;
-    busy = std::max(busy, pc.busy_s);
+  if (r.opt.overlap_steps) {
+    pass(chunk, &lat, &busy);
+    return lat + (chunks - 1) * busy + r.opt.step_overhead_s;
   }
-  return lat + (std::ceil(tokens / chunk) - 1) * busy + r.opt.step_overhead_s;
+  const double per_step = std::min(chunks, std::max(1.0, std::floor(T / chunk)));
+  const double steps = std::ceil(chunks / per_step - 1e-9);
+  const double mbs = std::min(static_cast<double>(r.stages.size()), per_step);
+  pass(per_step * chunk / mbs, &lat, &busy);
+  return steps * (lat + (mbs - 1) * busy + r.opt.step_overhead_s);
 }
 
 void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
@@ -173,11 +189,11 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
     pre_busy = std::max(pre_busy, StagePrefillCost(p, d.node, c, s, chunk).busy_s);
   r->prefill_tps = static_cast<double>(r->replicas) * chunk / pre_busy;
   // The prefill step samples the first token.
-  r->ttft_s = PrefillSeconds(p, d, *r, prompt);
+  r->ttft_s = PrefillSeconds(p, d, *r, prompt, 1);
   if (r->opt.output > 0) {
-    // Closed loop: a replica's b_r requests start together, their prompts are prefilled (chunks
-    // packed up to max_batched_tokens), then output - 1 decode steps of b_r sequences.
-    r->ttft_batch_s = PrefillSeconds(p, d, *r, prompt * b_r);
+    // Closed loop: a replica's b_r requests start together, their prompts are prefilled (whole
+    // chunks packed up to max_batched_tokens a step), then output - 1 decode steps of b_r.
+    r->ttft_batch_s = PrefillSeconds(p, d, *r, prompt, b_r);
     r->request_s = r->ttft_batch_s + (r->opt.output - 1) * cycle;
     r->served_tps = static_cast<double>(r->replicas) * b_r * r->opt.output / r->request_s;
   }
