@@ -116,7 +116,8 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("-t,--threads", o->threads, "Threads per node for --device local (0 = all)");
   cmd->add_option("--link", o->link, "Link between nodes (" + links + "; default: the device's)");
   cmd->add_option("--link-mbit", o->link_mbit, "Link bandwidth, Mbit/s (after --link)");
-  cmd->add_option("--link-latency-us", o->link_latency_us, "One-way link latency, us (after --link)");
+  cmd->add_option("--link-latency-us", o->link_latency_us,
+                  "One-way link latency, us (after --link)");
   cmd->add_option("--link-type", o->link_dtype, "Activations on the wire: f32, f16 or q8_0");
   cmd->add_option("--save-device", o->save_device,
                   "Write the device (e.g. local, as measured now) as a NodeInfo .json file that "
@@ -153,7 +154,8 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
         if (f == nullptr) return Fail(Errorf("plan: cannot write {}", o->save_device));
         const std::string text = planner::NodeInfoToJson(device->node);
         const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-        if (std::fclose(f) != 0 || !ok) return Fail(Errorf("plan: short write to {}", o->save_device));
+        if (std::fclose(f) != 0 || !ok)
+          return Fail(Errorf("plan: short write to {}", o->save_device));
       }
       auto ld = planner::ParseLinkDType(o->link_dtype);
       if (!ld.ok()) return Fail(ld.status());

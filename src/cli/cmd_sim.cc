@@ -32,7 +32,9 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("-d,--device", o->device, "Device preset, local, or a NodeInfo .json file");
   cmd->add_option("-n,--nodes", o->sim.nodes, "Nodes in the platform (spares beyond the replicas)")
       ->required();
-  cmd->add_option("--topology", o->sim.topology, "Network: star (one non-blocking switch) or fat-tree (32-port leaves under 32 spines)");
+  cmd->add_option(
+      "--topology", o->sim.topology,
+      "Network: star (one non-blocking switch) or fat-tree (32-port leaves under 32 spines)");
   cmd->add_option("--workload", o->workload, "poisson:RATE(req/s),in:PROMPT,out:OUTPUT tokens");
   cmd->add_option("--failures", o->failures, "mtbf:HOURS per node (hosts turned off at random)");
   cmd->add_option("--duration", o->duration, "Simulated time: 10m, 90s, 2h");

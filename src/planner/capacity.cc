@@ -259,10 +259,10 @@ Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d
     c.max_num_seqs = static_cast<int32_t>((o.concurrency + replicas - 1) / replicas);
     const int32_t pipe = MinPipelineStages(p, d.node, c);
     if (o.stages > 0 && (pipe == 0 || o.stages < pipe || o.stages > p.n_layer()))
-      return Errorf("plan: --stages {} is not possible: {} needs {} whole-layer stages{} and has {} "
-                    "layers",
-                    o.stages, r.model, pipe, pipe == 0 ? " (a layer must be split)" : "",
-                    p.n_layer());
+      return Errorf(
+          "plan: --stages {} is not possible: {} needs {} whole-layer stages{} and has {} "
+          "layers",
+          o.stages, r.model, pipe, pipe == 0 ? " (a layer must be split)" : "", p.n_layer());
     if (pipe > 0) {
       int64_t per = o.stages > 0 ? o.stages : pipe;
       if (pass == 1 && o.stages == 0 && o.nodes > 0 && o.nodes >= pipe)

@@ -94,13 +94,13 @@ struct CapacityReport {
   // Speed.
   double prefill_tps = 0, ttft_s = 0;
   double decode_tps_stream = 0, decode_tps_aggregate = 0;
-  double decode_tps_single = 0;  // one sequence alone on a replica
-  double decode_tps_overlap = 0; // aggregate if consecutive steps overlapped (ideal pipeline)
+  double decode_tps_single = 0;   // one sequence alone on a replica
+  double decode_tps_overlap = 0;  // aggregate if consecutive steps overlapped (ideal pipeline)
   // Requests of prompt + output at `concurrency` (opt.output > 0): output tokens/s of all
   // replicas with prefill and per-step overhead included, and the seconds one request takes.
   double served_tps = 0, request_s = 0;
   double ttft_batch_s = 0;  // TTFT when the replica's requests arrive together (prefilled as one)
-  double bubble = 0;  // idle fraction of the busiest stage in a decode step
+  double bubble = 0;        // idle fraction of the busiest stage in a decode step
   int32_t micro_batches = 0;
   double micro_batch = 0;  // sequences per micro-batch
   std::string binding;

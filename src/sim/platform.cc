@@ -52,13 +52,14 @@ void BuildFatTree(State* s, double bw, double lat) {
     sg4::Host* h = zone->create_host(name, kHostSpeed);
     if (i < s->report.hosts) s->hosts[static_cast<size_t>(i)] = h;
     if (i == s->report.hosts) s->coordinator = h;
-    return std::make_pair(h->get_netpoint(), static_cast<simgrid::kernel::routing::NetPoint*>(nullptr));
+    return std::make_pair(h->get_netpoint(),
+                          static_cast<simgrid::kernel::routing::NetPoint*>(nullptr));
   };
   // Every link has half the one-way latency: a hop under one leaf switch (2 links) costs the
   // device's latency, one through a spine (4 links) twice that.
-  sg4::NetZone* zone = sg4::create_fatTree_zone("cluster", nullptr, params,
-                                                sg4::ClusterCallbacks(netpoint), bw, lat / 2,
-                                                sg4::Link::SharingPolicy::SPLITDUPLEX);
+  sg4::NetZone* zone =
+      sg4::create_fatTree_zone("cluster", nullptr, params, sg4::ClusterCallbacks(netpoint), bw,
+                               lat / 2, sg4::Link::SharingPolicy::SPLITDUPLEX);
   zone->seal();
 }
 

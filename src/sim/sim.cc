@@ -60,11 +60,10 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, int32_t decode, int32_
     const double rest = c.latency_s - c.busy_s - (last ? 0 : s->HopSeconds(decode + prefill));
     if (rest > 0) sg4::this_actor::sleep_for(rest);
     // Hidden rows to the next stage; the last stage's logits to the coordinator.
-    sg4::Host* next =
-        last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
+    sg4::Host* next = last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
     if (!next->is_on()) return false;
-    const uint64_t bytes = last ? s->ReturnBytes(sampled)
-                                : s->row_bytes * static_cast<uint64_t>(decode + prefill);
+    const uint64_t bytes =
+        last ? s->ReturnBytes(sampled) : s->row_bytes * static_cast<uint64_t>(decode + prefill);
     sg4::CommPtr cm = sg4::Comm::sendto_async(host, next, std::max<uint64_t>(bytes, 1));
     ++s->report.activities;
     if (!WaitOk(cm, s->HopSeconds(decode + prefill))) return false;
@@ -85,9 +84,8 @@ Counts CountPlan(const StepPlan& plan) {
 }
 
 bool Finished(const State* s, double now) {
-  return now >= s->opt.duration_s ||
-         (s->report.closed && s->opt.workload.requests > 0 &&
-          s->report.requests_done >= s->opt.workload.requests);
+  return now >= s->opt.duration_s || (s->report.closed && s->opt.workload.requests > 0 &&
+                                      s->report.requests_done >= s->opt.workload.requests);
 }
 
 // Overlapped steps: each lane is its own engine and steps as soon as its last step returned.
@@ -226,8 +224,7 @@ Result<SimReport> RunSim(const planner::ModelProfile& model, const planner::Devi
         std::vector<Lane*> mine;
         for (Lane& L : s.lanes)
           if (L.rep == &r) mine.push_back(&L);
-        sg4::Actor::create("replica", s.coordinator,
-                           [&s, &r, mine] { ReplicaLoop(&s, &r, mine); });
+        sg4::Actor::create("replica", s.coordinator, [&s, &r, mine] { ReplicaLoop(&s, &r, mine); });
       }
     }
     sg4::Actor::create("failures", s.coordinator, [&s] { FailureLoop(&s); });

@@ -49,7 +49,7 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   constexpr int32_t kDefaultSeqsPerReplica = 64;
   planner::CapacityOptions co;
   co.context = o.context;
-  co.concurrency = o.concurrency > 0          ? o.concurrency
+  co.concurrency = o.concurrency > 0       ? o.concurrency
                    : o.workload.closed > 0 ? o.workload.closed
                                            : kDefaultSeqsPerReplica;
   co.prompt = o.workload.in;
@@ -332,8 +332,8 @@ void State::Finalize() {
   report.e2e_s = Summarize(e2e);
   report.recovery_s = Summarize(recoveries);
   // Closed loop: the run ends with its last request (as the benchmark's duration does).
-  const bool all_done = report.closed && opt.workload.requests > 0 &&
-                        report.requests_done >= opt.workload.requests;
+  const bool all_done =
+      report.closed && opt.workload.requests > 0 && report.requests_done >= opt.workload.requests;
   report.end_s = all_done ? last_done : opt.duration_s;
   report.throughput_tps = static_cast<double>(report.tokens_generated) / report.end_s;
   const double in_step = replicas.empty() ? 0 : replicas[0].in_step_s;

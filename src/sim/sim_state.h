@@ -84,7 +84,7 @@ struct State {
   std::mt19937_64 rng;
   SimReport report;
   std::vector<double> recoveries;
-  double last_done = 0;      // completion time of the last request
+  double last_done = 0;  // completion time of the last request
   // Stage costs by tokens: decode[stage][b], prefill[stage][t].
   std::vector<std::vector<planner::StepCost>> decode_cost, prefill_cost;
 
