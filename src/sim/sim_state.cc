@@ -63,8 +63,10 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   if (reps < 1)
     return Errorf("sim: {} needs {} x {} per replica, only {} given", m.hp.name,
                   one.nodes_per_replica, d.name, o.nodes);
-  if (co.concurrency != kDefaultSeqsPerReplica || o.concurrency > 0) {
-    co.concurrency = std::max<int32_t>(1, static_cast<int32_t>(co.concurrency / reps));
+  // --concurrency is the total: each replica is planned for its share (a closed loop's B and
+  // the default are per replica already).
+  if (o.concurrency > 0) {
+    co.concurrency = std::max<int32_t>(1, static_cast<int32_t>(o.concurrency / reps));
     SHOAL_ASSIGN_OR_RETURN(one, planner::PlanCapacity(m, d, co));
   }
   plan = one;
