@@ -10,22 +10,24 @@ trap 'rm -rf "$TMP"' EXIT
 j() { python3 -c "import json,sys; d=json.load(sys.stdin); print(*[d[k] for k in sys.argv[1:]])" "$@"; }
 
 # 1. Kimi K2 on DGX Sparks (5 per replica): closed loop of 32 requests per replica, 512 in,
-#    128 out, 4096 tokens of context, 2 simulated minutes per point.
+#    128 out, 4096 tokens of context, 10 simulated minutes per point (a round of 32 requests
+#    takes ~2.4 minutes).
 W="in:512,out:128"
 : > "$DIR/nodes_dgx.dat"
+# The plan columns are the planner's answer for the sim's own placement (the sim's JSON carries
+# them), so both price the same replicas.
 for n in 5 10 20 40 80 160; do
-  p=$("$SHOAL" plan -m kimi-k2 -d dgx-spark -n $n --context 4096 --concurrency $((32 * n / 5)) \
-      --prompt 512 --output 128 --json | j served_tokens_per_s decode_tokens_per_s_aggregate)
-  s=$("$SHOAL" sim -m kimi-k2 -d dgx-spark -n $n --context 4096 --duration 2m \
-      --workload closed:32,$W --json | j throughput_tokens_per_s)
-  echo "$n $p $s" >> "$DIR/nodes_dgx.dat"
+  s=$("$SHOAL" sim -m kimi-k2 -d dgx-spark -n $n --context 4096 --duration 10m \
+      --workload closed:32,$W --json |
+      j plan_served_tokens_per_s plan_tokens_per_s throughput_tokens_per_s)
+  echo "$n $s" >> "$DIR/nodes_dgx.dat"
 done
 
 # 2. The same 17 replicas (85 Sparks) plus 3 spares under host failures: MTBF per node from
 #    10,000 h down to 0.5 h, 10 simulated minutes each; plan has no failure model (flat line).
 : > "$DIR/failures_dgx.dat"
-p=$("$SHOAL" plan -m kimi-k2 -d dgx-spark -n 88 --context 4096 --concurrency $((32 * 17)) \
-    --prompt 512 --output 128 --json | j served_tokens_per_s)
+p=$("$SHOAL" sim -m kimi-k2 -d dgx-spark -n 88 --context 4096 --duration 10s \
+    --workload closed:32,$W --json | j plan_served_tokens_per_s)
 for mtbf in 10000 1000 100 10 3 1 0.5; do
   s=$("$SHOAL" sim -m kimi-k2 -d dgx-spark -n 88 --context 4096 --duration 10m \
       --workload closed:32,$W --failures mtbf:$mtbf --seed 2 --json |
