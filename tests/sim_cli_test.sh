@@ -17,4 +17,38 @@ assert j["tokens_generated"] >= 32 * j["requests_done"]
 PY
 "$SHOAL" sim --model llama-3.1-8b --device h100-sxm --nodes 1 --topology hypercube 2>/dev/null \
   && { echo "FAIL: unknown topology accepted"; exit 1; }
+# Closed loop on a forced 4-stage pipeline: all 12 requests finish, the throughput is over the
+# run's real end, bubbles sit beside utilisation (one step in flight: every stage idles part of
+# each step), and a fat tree of the same links gives the same answer within 5% (neighbouring
+# stages share a leaf switch).
+for topo in star fat-tree; do
+  "$SHOAL" sim --model llama-3.1-8b --device h100-sxm --nodes 4 --stages 4 --duration 10m \
+    --workload closed:4,requests:12,in:64,out:16 --context 256 --topology $topo --json > "/tmp/sim_$$_$topo.json"
+done
+python3 - "/tmp/sim_$$_star.json" "/tmp/sim_$$_fat-tree.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+for j in (a, b):
+    assert j["requests_done"] == 12 and j["tokens_generated"] == 12 * 16, j["requests_done"]
+    assert j["stages"] == 4 and len(j["stage_bubble"]) == 4
+    assert all(0 < x < 1 for x in j["stage_bubble"]), j["stage_bubble"]
+    assert all(0 < x < 1 for x in j["stage_utilisation"])
+    assert j["end_s"] < 600 and abs(j["throughput_tokens_per_s"] - 192 / j["end_s"]) < 1e-6
+assert b["topology"] == "fat-tree"
+assert abs(a["throughput_tokens_per_s"] / b["throughput_tokens_per_s"] - 1) < 0.05
+PY
+rm -f "/tmp/sim_$$_star.json" "/tmp/sim_$$_fat-tree.json"
+# Recovery: failure to the next token of each request it interrupted (a closed loop keeps every
+# replica busy, so each failover interrupts some): 3 replicas of 4 stages and 2 spares; a
+# replica that got a spare waits >= 1 s (respawn) + its share of the weights over the link.
+json=$("$SHOAL" sim --model llama-3.1-8b --device h100-sxm --nodes 14 --stages 4 --duration 2m \
+  --workload closed:16,in:128,out:64 --failures mtbf:0.1 --seed 5 --json)
+python3 - "$json" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+assert j["failovers"] >= 1 and j["tokens_lost"] == 0
+r = j["recovery_s"]
+assert j["spares_used"] >= 1 and r["n"] >= j["failovers"], (r, j["failovers"])
+assert r["max"] > 1.0, r
+PY
 echo "sim_cli_test: ok"

@@ -1,6 +1,7 @@
 // `shoal plan`: how many of a device a model needs, how it is placed and how fast it runs.
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <thread>
 
 #include "cli/commands.h"
@@ -46,7 +47,7 @@ Result<planner::ModelProfile> LoadModelProfile(const std::string& model,
   return planner::ModelPresetProfile(model, type);
 }
 
-Result<planner::DevicePreset> LoadDevice(const std::string& device) {
+Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads) {
   if (device == "local") {
     // This machine, measured as `shoal node` measures itself (STREAM triad, matmul speed); a
     // node may use 80% of the memory available now.
@@ -54,7 +55,7 @@ Result<planner::DevicePreset> LoadDevice(const std::string& device) {
     planner::DevicePreset d;
     d.name = "local";
     d.description = "this machine (measured)";
-    d.node = dist::MeasureNode("local", "", mem, ResolveThreads(0));
+    d.node = dist::MeasureNode("local", "", mem, ResolveThreads(threads));
     d.mem_total = mem;
     for (const auto& [t, f] : d.node.matmul_flops) d.peak_flops = std::max(d.peak_flops, f);
     return d;
@@ -66,14 +67,21 @@ Result<planner::DevicePreset> LoadDevice(const std::string& device) {
   return planner::FindDevicePreset(device);
 }
 
+void OverrideLink(planner::DevicePreset* d, double mbit, double latency_us) {
+  if (mbit > 0) d->node.link_bw = mbit * 1e6 / 8;
+  if (latency_us > 0) d->node.link_latency_s = latency_us * 1e-6;
+}
+
 void AddPlanCommand(CLI::App& app, Runner* runner) {
   auto* cmd = app.add_subcommand(
       "plan",
       "How many of a device a model needs, its placement and predicted speed (closed form)");
   struct Opts {
-    std::string model, device = "ps3", type, link, link_dtype = "f16";
+    std::string model, device = "ps3", type, link, link_dtype = "f16", save_device;
     planner::CapacityOptions cap;
     bool json = false, seed = false;
+    int threads = 0;
+    double step_overhead_ms = 0, link_mbit = 0, link_latency_us = 0;
   };
   auto o = std::make_shared<Opts>();
   std::string models, devices, links;
@@ -94,8 +102,26 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--concurrency", o->cap.concurrency, "Sequences in flight in total");
   cmd->add_option("--prompt", o->cap.prompt, "Prompt tokens for TTFT (default context / 2)");
   cmd->add_option("--batch-tokens", o->cap.batch_tokens, "Prefill chunk (max batched tokens)");
+  cmd->add_option("--stages", o->cap.stages,
+                  "Whole-layer pipeline stages per replica (default: the fewest that fit)");
+  cmd->add_option("--output", o->cap.output,
+                  "Tokens generated per request: price decode at prompt + output / 2 and report "
+                  "served tokens/s with prefill");
+  cmd->add_option("--step-overhead-ms", o->step_overhead_ms,
+                  "Fixed time per engine step outside the forward passes (bench/calibrate "
+                  "measures it)");
+  cmd->add_flag("--overlap-steps", o->cap.overlap_steps,
+                "Price an ideal pipeline where consecutive steps overlap (default: one step in "
+                "flight, as shoal cluster runs today)");
+  cmd->add_option("-t,--threads", o->threads, "Threads per node for --device local (0 = all)");
   cmd->add_option("--link", o->link, "Link between nodes (" + links + "; default: the device's)");
+  cmd->add_option("--link-mbit", o->link_mbit, "Link bandwidth, Mbit/s (after --link)");
+  cmd->add_option("--link-latency-us", o->link_latency_us,
+                  "One-way link latency, us (after --link)");
   cmd->add_option("--link-type", o->link_dtype, "Activations on the wire: f32, f16 or q8_0");
+  cmd->add_option("--save-device", o->save_device,
+                  "Write the device (e.g. local, as measured now) as a NodeInfo .json file that "
+                  "--device FILE.json reads back, then plan as usual");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->add_flag("--seed-check", o->seed,
                 "Reproduce the original PS3 capacity arithmetic and list what it leaves out");
@@ -113,13 +139,23 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
       }
       auto profile = LoadModelProfile(o->model, type);
       if (!profile.ok()) return Fail(profile.status());
-      auto device = LoadDevice(o->device);
+      o->cap.step_overhead_s = o->step_overhead_ms * 1e-3;
+      auto device = LoadDevice(o->device, o->threads);
       if (!device.ok()) return Fail(device.status());
       if (!o->link.empty()) {
         auto l = planner::FindLinkPreset(o->link);
         if (!l.ok()) return Fail(l.status());
         device->node.link_bw = l->bw;
         device->node.link_latency_s = l->latency_s;
+      }
+      OverrideLink(&*device, o->link_mbit, o->link_latency_us);
+      if (!o->save_device.empty()) {
+        std::FILE* f = std::fopen(o->save_device.c_str(), "w");
+        if (f == nullptr) return Fail(Errorf("plan: cannot write {}", o->save_device));
+        const std::string text = planner::NodeInfoToJson(device->node);
+        const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+        if (std::fclose(f) != 0 || !ok)
+          return Fail(Errorf("plan: short write to {}", o->save_device));
       }
       auto ld = planner::ParseLinkDType(o->link_dtype);
       if (!ld.ok()) return Fail(ld.status());

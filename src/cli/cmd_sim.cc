@@ -10,16 +10,21 @@ namespace shoal::cli {
 
 // From cmd_plan.cc: a model preset or .gguf, and a device preset, "local" or .json.
 Result<planner::ModelProfile> LoadModelProfile(const std::string& model, std::optional<DType> type);
-Result<planner::DevicePreset> LoadDevice(const std::string& device);
+Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads);
+// From cmd_plan.cc: --link-mbit / --link-latency-us override the device's link.
+void OverrideLink(planner::DevicePreset* d, double mbit, double latency_us);
 
 void AddSimCommand(CLI::App& app, Runner* runner) {
   auto* cmd = app.add_subcommand(
       "sim", "Simulate serving on a cluster (SimGrid): placement, scheduler, failures");
   struct Opts {
+    std::string link_dtype = "f16";
     std::string model, device = "ps3", workload = "poisson:1,in:512,out:128", failures,
                        duration = "10m";
     sim::SimOptions sim;
     bool json = false;
+    int threads = 0;
+    double step_overhead_ms = 0, link_mbit = 0, link_latency_us = 0;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "Model preset or .gguf file (as for `shoal plan`)")
@@ -27,7 +32,9 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("-d,--device", o->device, "Device preset, local, or a NodeInfo .json file");
   cmd->add_option("-n,--nodes", o->sim.nodes, "Nodes in the platform (spares beyond the replicas)")
       ->required();
-  cmd->add_option("--topology", o->sim.topology, "Network: star (one non-blocking switch)");
+  cmd->add_option(
+      "--topology", o->sim.topology,
+      "Network: star (one non-blocking switch) or fat-tree (32-port leaves under 32 spines)");
   cmd->add_option("--workload", o->workload, "poisson:RATE(req/s),in:PROMPT,out:OUTPUT tokens");
   cmd->add_option("--failures", o->failures, "mtbf:HOURS per node (hosts turned off at random)");
   cmd->add_option("--duration", o->duration, "Simulated time: 10m, 90s, 2h");
@@ -36,6 +43,16 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--concurrency", o->sim.concurrency,
                   "Sequences in flight in total (default 8 per lane)");
   cmd->add_option("--lanes", o->sim.lanes, "Micro-batch lanes (scheduler instances) per replica");
+  cmd->add_option("--stages", o->sim.stages, "Whole-layer pipeline stages per replica");
+  cmd->add_option("--step-overhead-ms", o->step_overhead_ms,
+                  "Fixed time per engine step outside the forward passes");
+  cmd->add_flag("--overlap-steps", o->sim.overlap_steps,
+                "Lanes step independently (consecutive steps overlap; default: one step in "
+                "flight per replica, as shoal cluster runs today)");
+  cmd->add_option("-t,--threads", o->threads, "Threads per node for --device local (0 = all)");
+  cmd->add_option("--link-mbit", o->link_mbit, "Link bandwidth, Mbit/s (overrides the device's)");
+  cmd->add_option("--link-latency-us", o->link_latency_us, "One-way link latency, microseconds");
+  cmd->add_option("--link-type", o->link_dtype, "Activations on the wire: f32, f16 or q8_0");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->callback([o, runner] {
     *runner = [o]() -> int {
@@ -56,8 +73,13 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
       }
       auto profile = LoadModelProfile(o->model, std::nullopt);
       if (!profile.ok()) return Fail(profile.status());
-      auto device = LoadDevice(o->device);
+      auto device = LoadDevice(o->device, o->threads);
       if (!device.ok()) return Fail(device.status());
+      OverrideLink(&*device, o->link_mbit, o->link_latency_us);
+      o->sim.step_overhead_s = o->step_overhead_ms * 1e-3;
+      auto ld = planner::ParseLinkDType(o->link_dtype);
+      if (!ld.ok()) return Fail(ld.status());
+      o->sim.link_dtype = *ld;
       auto r = sim::RunSim(*profile, *device, o->sim);
       if (!r.ok()) return Fail(r.status());
       fmt::print("{}\n", o->json ? sim::SimReportToJson(*r) : sim::FormatSimReport(*r));

@@ -110,6 +110,36 @@ int64_t NodesOf(const std::vector<StageSpec>& v) {
   return n;
 }
 
+// Prefill of `n_prompts` prompts of `prompt` tokens, in steps of up to max_batched_tokens
+// rows of whole chunks. One step in flight: a step's chunks are cut into min(stages, chunks)
+// micro-batches that fill and drain the pipeline, then the next step starts. Overlapped steps:
+// chunks follow each other through the stages (first latency, then one occupancy each).
+double PrefillSeconds(const ModelProfile& p, const DevicePreset& d, const CapacityReport& r,
+                      double prompt, double n_prompts) {
+  const double T = r.config.max_batched_tokens;
+  const double chunk = std::min(T, prompt);
+  const double chunks = n_prompts * std::ceil(prompt / chunk - 1e-9);
+  auto pass = [&](double rows, double* lat, double* busy) {
+    *lat = 0;
+    *busy = 0;
+    for (const StageSpec& s : r.stages) {
+      const StepCost pc = StagePrefillCost(p, d.node, r.config, s, rows);
+      *lat += pc.latency_s;
+      *busy = std::max(*busy, pc.busy_s);
+    }
+  };
+  double lat = 0, busy = 0;
+  if (r.opt.overlap_steps) {
+    pass(chunk, &lat, &busy);
+    return lat + (chunks - 1) * busy + r.opt.step_overhead_s;
+  }
+  const double per_step = std::min(chunks, std::max(1.0, std::floor(T / chunk)));
+  const double steps = std::ceil(chunks / per_step - 1e-9);
+  const double mbs = std::min(static_cast<double>(r.stages.size()), per_step);
+  pass(per_step * chunk / mbs, &lat, &busy);
+  return steps * (lat + (mbs - 1) * busy + r.opt.step_overhead_s);
+}
+
 void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   const PlanConfig& c = r->config;
   const double b_r = c.max_num_seqs;
@@ -129,32 +159,44 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
     }
     single += StageDecodeCost(p, d.node, c, r->stages[i], 1).latency_s;
   }
-  const double full = r->micro_batches * max_busy;
-  const double cycle = std::max(sum_lat, full);
+  const double m = r->micro_batches;
+  const double ovh = r->opt.step_overhead_s;
+  // Overlapped steps: a micro-batch enters as soon as the busiest stage is free.
+  const double overlap_cycle = std::max(sum_lat, m * max_busy) + ovh;
+  // One step in flight (dist::RemoteExecutor): m micro-batches fill the pipeline, the last one
+  // leaves one busiest-stage occupancy after the one before it, then the step ends.
+  const double step_cycle = sum_lat + (m - 1) * max_busy + ovh;
+  const double cycle = r->opt.overlap_steps ? overlap_cycle : step_cycle;
   r->decode_tps_stream = 1.0 / cycle;
-  r->decode_tps_single = 1.0 / single;
+  r->decode_tps_single = 1.0 / (single + ovh);
   r->decode_tps_aggregate = static_cast<double>(r->replicas) * b_r / cycle;
+  r->decode_tps_overlap = static_cast<double>(r->replicas) * b_r / overlap_cycle;
+  const double full = m * max_busy;
+  r->bubble = cycle > 0 ? std::max(0.0, 1.0 - full / cycle) : 0;
   const StageSpec& bs = r->stages[busiest];
-  if (full >= sum_lat || r->stages.size() == 1) {
+  if (r->bubble < 0.05 || r->stages.size() == 1) {
     r->binding = fmt::format("{} of stage {} (layers [{}, {}))", bound, busiest, bs.first_layer,
                              bs.last_layer);
   } else {
     r->binding = fmt::format(
         "latency: {} micro-batch{} in a {}-stage pipeline (bubbles: {:.0f}% of stage time idle)",
-        r->micro_batches, r->micro_batches == 1 ? "" : "es", r->stages.size(),
-        100.0 * (1 - full / sum_lat));
+        r->micro_batches, r->micro_batches == 1 ? "" : "es", r->stages.size(), 100.0 * r->bubble);
   }
-  // Prefill: chunks of up to max_batched_tokens rows follow each other through the stages.
   const double prompt = r->opt.prompt > 0 ? r->opt.prompt : std::max(1, r->opt.context / 2);
   const double chunk = std::min<double>(c.max_batched_tokens, prompt);
-  double pre_lat = 0, pre_busy = 0;
-  for (const StageSpec& s : r->stages) {
-    const StepCost pc = StagePrefillCost(p, d.node, c, s, chunk);
-    pre_lat += pc.latency_s;
-    pre_busy = std::max(pre_busy, pc.busy_s);
-  }
+  double pre_busy = 0;
+  for (const StageSpec& s : r->stages)
+    pre_busy = std::max(pre_busy, StagePrefillCost(p, d.node, c, s, chunk).busy_s);
   r->prefill_tps = static_cast<double>(r->replicas) * chunk / pre_busy;
-  r->ttft_s = pre_lat + (std::ceil(prompt / chunk) - 1) * pre_busy;
+  // The prefill step samples the first token.
+  r->ttft_s = PrefillSeconds(p, d, *r, prompt, 1);
+  if (r->opt.output > 0) {
+    // Closed loop: a replica's b_r requests start together, their prompts are prefilled (whole
+    // chunks packed up to max_batched_tokens a step), then output - 1 decode steps of b_r.
+    r->ttft_batch_s = PrefillSeconds(p, d, *r, prompt, b_r);
+    r->request_s = r->ttft_batch_s + (r->opt.output - 1) * cycle;
+    r->served_tps = static_cast<double>(r->replicas) * b_r * r->opt.output / r->request_s;
+  }
   r->power_w = d.power_w * static_cast<double>(r->nodes_used);
   r->cost_usd = d.price_usd * static_cast<double>(r->nodes_used);
   r->joules_per_token = r->power_w > 0 ? r->power_w / r->decode_tps_aggregate : 0;
@@ -167,6 +209,8 @@ Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d
   SHOAL_RETURN_IF_ERROR(ValidateNode(d.node));
   if (o.context < 1 || o.concurrency < 1 || o.nodes < 0 || o.batch_tokens < 1)
     return Errorf("plan: context, concurrency and batch tokens must be >= 1, nodes >= 0");
+  if (o.stages < 0 || o.output < 0 || !(o.step_overhead_s >= 0))
+    return Errorf("plan: stages, output and step overhead must be >= 0");
   CapacityReport r;
   r.model = p.hp.name.empty() ? p.hp.arch : p.hp.name;
   r.device = d.name;
@@ -181,6 +225,9 @@ Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d
   c.max_num_seqs = o.concurrency;
   c.max_batched_tokens = o.batch_tokens;
   c.link_dtype = o.link_dtype;
+  // With a known request shape, decode is priced at the mean context of a request.
+  if (o.output > 0)
+    c.decode_context = std::max(1, (o.prompt > 0 ? o.prompt : o.context / 2) + o.output / 2);
   for (int32_t l = 0; l < p.n_layer(); ++l) {
     r.kv_bytes_per_token += LayerKvBytesPerToken(p, c, l);
     r.state_bytes_per_seq += LayerStateBytes(p, l);
@@ -211,9 +258,14 @@ Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d
   for (int pass = 0; pass < 2; ++pass) {
     c.max_num_seqs = static_cast<int32_t>((o.concurrency + replicas - 1) / replicas);
     const int32_t pipe = MinPipelineStages(p, d.node, c);
+    if (o.stages > 0 && (pipe == 0 || o.stages < pipe || o.stages > p.n_layer()))
+      return Errorf(
+          "plan: --stages {} is not possible: {} needs {} whole-layer stages{} and has {} "
+          "layers",
+          o.stages, r.model, pipe, pipe == 0 ? " (a layer must be split)" : "", p.n_layer());
     if (pipe > 0) {
-      int64_t per = pipe;
-      if (pass == 1 && o.nodes > 0 && o.nodes >= pipe)
+      int64_t per = o.stages > 0 ? o.stages : pipe;
+      if (pass == 1 && o.stages == 0 && o.nodes > 0 && o.nodes >= pipe)
         per = std::min<int64_t>(p.n_layer(), std::max<int64_t>(pipe, o.nodes / replicas));
       std::vector<NodeInfo> nodes(static_cast<size_t>(per), d.node);
       for (size_t i = 0; i < nodes.size(); ++i) nodes[i].name = fmt::format("n{}", i);

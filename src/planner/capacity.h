@@ -23,6 +23,19 @@ struct CapacityOptions {
   int32_t prompt = 0;          // prompt tokens for TTFT (0 = context / 2)
   int32_t batch_tokens = 512;  // prefill chunk (shrunk while buffers > 1/4 of a node)
   LinkDType link_dtype = LinkDType::kF16;
+  // Whole-layer pipeline stages per replica; 0 = the fewest that fit (calibration forces 1, 2,
+  // 4 to compare with `shoal cluster up --nodes N`).
+  int32_t stages = 0;
+  // Tokens generated per request; > 0 prices decode at the mean context prompt + output / 2 and
+  // reports served tokens/s (prefill included) for `concurrency` requests of prompt + output.
+  int32_t output = 0;
+  // Seconds every engine step costs outside the stages' forward passes (coordinator scheduling
+  // and sampling, framing, thread hand-offs); measured by bench/calibrate, 0 = not counted.
+  double step_overhead_s = 0;
+  // true: micro-batches of consecutive steps overlap in the pipeline (the steady state of an
+  // ideal pipeline); false: one step in flight, cut into micro-batches that fill and drain the
+  // pipeline every step (what dist::RemoteExecutor does today).
+  bool overlap_steps = false;
 };
 
 // One pipeline stage of a replica: a range of layers on one node, or one layer (or the output
@@ -81,7 +94,13 @@ struct CapacityReport {
   // Speed.
   double prefill_tps = 0, ttft_s = 0;
   double decode_tps_stream = 0, decode_tps_aggregate = 0;
-  double decode_tps_single = 0;  // one sequence alone on a replica
+  double decode_tps_single = 0;   // one sequence alone on a replica
+  double decode_tps_overlap = 0;  // aggregate if consecutive steps overlapped (ideal pipeline)
+  // Requests of prompt + output at `concurrency` (opt.output > 0): output tokens/s of all
+  // replicas with prefill and per-step overhead included, and the seconds one request takes.
+  double served_tps = 0, request_s = 0;
+  double ttft_batch_s = 0;  // TTFT when the replica's requests arrive together (prefilled as one)
+  double bubble = 0;        // idle fraction of the busiest stage in a decode step
   int32_t micro_batches = 0;
   double micro_batch = 0;  // sequences per micro-batch
   std::string binding;

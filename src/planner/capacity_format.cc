@@ -75,6 +75,21 @@ std::string FormatCapacity(const CapacityReport& r) {
       "aggregate with {} in flight ({} micro-batches of {:.0f})\n",
       r.decode_tps_single, r.decode_tps_stream, r.decode_tps_aggregate, r.opt.concurrency,
       r.micro_batches, r.micro_batch);
+  o += fmt::format(
+      "  pipeline bubbles: {:.0f}% of the busiest stage idle per step ({}); {:.1f} "
+      "aggregate if steps overlapped\n",
+      100 * r.bubble, r.opt.overlap_steps ? "steps overlap" : "one step in flight",
+      r.decode_tps_overlap);
+  if (r.opt.output > 0)
+    o += fmt::format(
+        "served: {:.2f} output tokens/s with prefill ({} requests of {} + {} "
+        "tokens, {} each{})\n",
+        r.served_tps, r.opt.concurrency,
+        r.opt.prompt > 0 ? r.opt.prompt : std::max(1, r.opt.context / 2), r.opt.output,
+        Seconds(r.request_s),
+        r.opt.step_overhead_s > 0
+            ? fmt::format(", {:.2f} ms overhead per step", 1e3 * r.opt.step_overhead_s)
+            : std::string());
   o += fmt::format("binding: {}\n", r.binding);
   if (r.power_w > 0)
     o += fmt::format("power: {:.1f} kW, {:.2f} J per token; price ${:.0f}\n", r.power_w / 1e3,
@@ -120,6 +135,13 @@ std::string CapacityToJson(const CapacityReport& r) {
   j["decode_tokens_per_s_single"] = r.decode_tps_single;
   j["decode_tokens_per_s_stream"] = r.decode_tps_stream;
   j["decode_tokens_per_s_aggregate"] = r.decode_tps_aggregate;
+  j["decode_tokens_per_s_overlapped"] = r.decode_tps_overlap;
+  j["bubble_fraction"] = r.bubble;
+  j["served_tokens_per_s"] = r.served_tps;
+  j["request_s"] = r.request_s;
+  j["ttft_batch_s"] = r.ttft_batch_s;
+  j["output"] = r.opt.output;
+  j["step_overhead_s"] = r.opt.step_overhead_s;
   j["binding"] = r.binding;
   j["power_w"] = r.power_w;
   j["cost_usd"] = r.cost_usd;

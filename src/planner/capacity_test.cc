@@ -142,6 +142,65 @@ TEST(Capacity, HandComputedSingleNodeDecode) {
   EXPECT_NEAR(1.0 / r->decode_tps_single, bytes / 3.35e12 + 2e-6, 0.02 * bytes / 3.35e12);
 }
 
+TEST(Capacity, ForcedStagesAndOneStepInFlight) {
+  // llama-8b q4_0 on H100s (one node would do): --stages 4 forces a 4-stage pipeline.
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ4_0);
+  auto d = FindDevicePreset("h100-sxm");
+  ASSERT_TRUE(p.ok() && d.ok());
+  CapacityOptions o;
+  o.context = 1024;
+  o.concurrency = 8;
+  o.stages = 4;
+  auto r = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->stages.size(), 4u);
+  EXPECT_EQ(r->micro_batches, 4);
+  // One step in flight: sum of the stage latencies + 3 busiest occupancies per step, never
+  // faster than the overlapped pipeline; the bubble is what the busiest stage idles.
+  double sum = 0, busy = 0;
+  for (const StageSpec& s : r->stages) {
+    const StepCost c = StageDecodeCost(*p, d->node, r->config, s, r->micro_batch);
+    sum += c.latency_s;
+    busy = std::max(busy, c.busy_s);
+  }
+  EXPECT_NEAR(1.0 / r->decode_tps_stream, sum + 3 * busy, 1e-12);
+  EXPECT_LE(r->decode_tps_aggregate, r->decode_tps_overlap);
+  EXPECT_NEAR(r->bubble, 1.0 - 4 * busy / (sum + 3 * busy), 1e-9);
+  o.overlap_steps = true;
+  auto ov = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(ov.ok());
+  EXPECT_DOUBLE_EQ(ov->decode_tps_aggregate, r->decode_tps_overlap);
+  // Too many stages (more than layers) is an error.
+  o.stages = 33;
+  EXPECT_FALSE(PlanCapacity(*p, *d, o).ok());
+}
+
+TEST(Capacity, ServedTokensIncludePrefillAndStepOverhead) {
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ4_0);
+  auto d = FindDevicePreset("h100-sxm");
+  ASSERT_TRUE(p.ok() && d.ok());
+  CapacityOptions o;
+  o.context = 1024;
+  o.concurrency = 1;
+  o.prompt = 100;
+  o.output = 50;
+  auto r = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(r.ok());
+  // One request alone: TTFT (its prefill step samples the first token), then 49 decode steps.
+  EXPECT_NEAR(r->request_s, r->ttft_s + 49.0 / r->decode_tps_stream, 1e-12);
+  EXPECT_NEAR(r->served_tps, 50.0 / r->request_s, 1e-9);
+  // The prefill counts: slower than 50 tokens in 49 decode steps alone would be.
+  EXPECT_LT(r->served_tps, 50.0 / (49.0 / r->decode_tps_stream));
+  EXPECT_GT(r->ttft_s, 0);
+  // Decode is priced at the request's mean context, 100 + 25.
+  EXPECT_EQ(r->config.DecodeContext(), 125);
+  // A fixed step overhead adds to every step: 50 steps per request.
+  o.step_overhead_s = 1e-3;
+  auto r2 = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_NEAR(r2->request_s - r->request_s, 50 * 1e-3, 1e-9);
+}
+
 TEST(Presets, UnknownNamesAreErrors) {
   EXPECT_FALSE(FindDevicePreset("pdp-11").ok());
   EXPECT_FALSE(ModelPresetProfile("gpt-9", std::nullopt).ok());

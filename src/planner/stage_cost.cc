@@ -126,7 +126,10 @@ StepCost Cost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c, 
   // The stage that produces logits (the output head, alone or after the last layers).
   const bool last = s.first_layer >= p.n_layer() ||
                     (!s.embed_only && !s.layer_group && s.last_layer >= p.n_layer());
-  const double hop_bytes = last ? 4.0 * tokens : row * tokens;  // sampled ids go back
+  // The last stage sends the f32 logits of every sampled row to the coordinator, which samples
+  // (dist today): one row per sequence in decode, one per prompt chunk in prefill.
+  const double sampled = prefill ? 1.0 : tokens;
+  const double hop_bytes = last ? 4.0 * static_cast<double>(p.hp.n_vocab) * sampled : row * tokens;
   if (s.embed_only) {
     StepCost e;
     e.busy_s = hop_bytes / Bw(node, c);

@@ -1,6 +1,7 @@
-// The SimGrid driver: a star platform of hosts, one actor per replica lane running the real
-// Scheduler on simulated time, stage compute as Execs and hops as host-to-host Comms, a
-// failure actor turning hosts off, spares brought in by re-planning.
+// The SimGrid driver: one actor per replica (one step in flight, its lanes' batches as
+// micro-batches) or per lane (overlapped steps), each lane running the real Scheduler on
+// simulated time; stage compute as Execs, hops as host-to-host Comms; a failure actor turning
+// hosts off, spares brought in by re-planning.
 #include "sim/sim.h"
 
 #include <xbt/log.h>
@@ -24,9 +25,6 @@ namespace sg4 = simgrid::s4u;
 namespace shoal::sim {
 namespace {
 
-// Host speed in the platform: Execs are sized in seconds x this (any unit works; 1e9 keeps
-// SimGrid's doubles well inside their precision for microsecond steps).
-constexpr double kHostSpeed = 1e9;
 // A blocked wait gives up after this many times the activity's expected duration (plus 1 s):
 // a peer on a dead host must not hang its waiter (SimGrid notes in issue #8).
 constexpr double kTimeoutFactor = 20;
@@ -40,26 +38,32 @@ bool WaitOk(const sg4::ActivityPtr& a, double expected_s) {
   }
 }
 
-// Runs one step of `decode` + `prefill` tokens through the replica's stages. False when an
-// activity failed (host off) or the replica's epoch moved.
-bool RunStep(State* s, Replica* rep, int64_t epoch, int32_t decode, int32_t prefill) {
+// Runs one micro-batch of `decode` + `prefill` tokens (`sampled` of them produce logits)
+// through the replica's stages. A stage's compute is FIFO when `fifo` holds its mutexes (a node
+// has one compute thread). False when an activity failed (host off) or the epoch moved.
+bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, int32_t decode, int32_t prefill,
+                   int32_t sampled, const std::vector<sg4::MutexPtr>* fifo) {
   for (size_t i = 0; i < s->stages.size(); ++i) {
     const planner::StepCost c = s->Cost(i, decode, prefill);
     sg4::Host* host = s->hosts[static_cast<size_t>(rep->primary[i])];
     if (!host->is_on() || rep->epoch != epoch) return false;
+    if (fifo) (*fifo)[i]->lock();
     sg4::ExecPtr ex = sg4::this_actor::exec_init(c.busy_s * kHostSpeed);
     ex->set_host(host);
     ex->start();
     ++s->report.activities;
-    if (!WaitOk(ex, c.busy_s) || rep->epoch != epoch) return false;
+    const bool ok = WaitOk(ex, c.busy_s);
+    if (fifo) (*fifo)[i]->unlock();
+    if (!ok || rep->epoch != epoch) return false;
     if (rep->index == 0) s->report.stage_util[i] += c.busy_s;
-    const double rest = c.latency_s - c.busy_s - s->HopSeconds(decode + prefill);
-    if (rest > 0) sg4::this_actor::sleep_for(rest);
     const bool last = i + 1 == s->stages.size();
-    sg4::Host* next = s->hosts[static_cast<size_t>(last ? rep->primary[0] : rep->primary[i + 1])];
+    const double rest = c.latency_s - c.busy_s - (last ? 0 : s->HopSeconds(decode + prefill));
+    if (rest > 0) sg4::this_actor::sleep_for(rest);
+    // Hidden rows to the next stage; the last stage's logits to the coordinator.
+    sg4::Host* next = last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
     if (!next->is_on()) return false;
-    const uint64_t bytes = last ? 4u * static_cast<uint64_t>(decode + prefill)
-                                : s->row_bytes * static_cast<uint64_t>(decode + prefill);
+    const uint64_t bytes =
+        last ? s->ReturnBytes(sampled) : s->row_bytes * static_cast<uint64_t>(decode + prefill);
     sg4::CommPtr cm = sg4::Comm::sendto_async(host, next, std::max<uint64_t>(bytes, 1));
     ++s->report.activities;
     if (!WaitOk(cm, s->HopSeconds(decode + prefill))) return false;
@@ -67,11 +71,29 @@ bool RunStep(State* s, Replica* rep, int64_t epoch, int32_t decode, int32_t pref
   return rep->epoch == epoch;
 }
 
+struct Counts {
+  int32_t decode = 0, prefill = 0, sampled = 0;
+};
+Counts CountPlan(const StepPlan& plan) {
+  Counts n;
+  for (const ScheduledChunk& c : plan.chunks) {
+    (c.n == 1 && c.samples ? n.decode : n.prefill) += c.n;
+    n.sampled += c.samples ? 1 : 0;
+  }
+  return n;
+}
+
+bool Finished(const State* s, double now) {
+  return now >= s->opt.duration_s || (s->report.closed && s->opt.workload.requests > 0 &&
+                                      s->report.requests_done >= s->opt.workload.requests);
+}
+
+// Overlapped steps: each lane is its own engine and steps as soon as its last step returned.
 void LaneLoop(State* s, Lane* L) {
   Replica* rep = L->rep;
   while (true) {
     const double now = sg4::Engine::get_clock();
-    if (now >= s->opt.duration_s) break;
+    if (Finished(s, now)) break;
     if (!rep->alive) {
       L->Orphan(s);
       break;
@@ -93,13 +115,71 @@ void LaneLoop(State* s, Lane* L) {
       sg4::this_actor::sleep_for(1e-3);  // blocks full: wait for the running ones
       continue;
     }
-    int32_t decode = 0, prefill = 0;
-    for (const ScheduledChunk& c : plan.chunks) (c.n == 1 && c.samples ? decode : prefill) += c.n;
-    if (!RunStep(s, rep, epoch, decode, prefill)) {
+    const Counts n = CountPlan(plan);
+    if (!RunMicroBatch(s, rep, epoch, n.decode, n.prefill, n.sampled, nullptr)) {
       L->LoseKv(s);  // the kept tokens recompute their KV once the replica is back
       continue;
     }
+    if (s->opt.step_overhead_s > 0) sg4::this_actor::sleep_for(s->opt.step_overhead_s);
     L->Complete(s, plan, sg4::Engine::get_clock());
+  }
+}
+
+// One step in flight per replica (dist::RemoteExecutor): every lane's batch is one micro-batch
+// of the step, all enter stage 0 together, each stage computes them in arrival order, and the
+// step ends when the last one's logits are back; then the coordinator's per-step overhead.
+void ReplicaLoop(State* s, Replica* rep, std::vector<Lane*> lanes) {
+  std::vector<sg4::MutexPtr> fifo;
+  for (size_t i = 0; i < s->stages.size(); ++i) fifo.push_back(sg4::Mutex::create());
+  std::vector<StepPlan> plans(lanes.size());
+  while (true) {
+    const double now = sg4::Engine::get_clock();
+    if (Finished(s, now)) break;
+    if (!rep->alive) {
+      for (Lane* L : lanes) L->Orphan(s);
+      break;
+    }
+    if (now < rep->ready_at) {
+      sg4::this_actor::sleep_until(std::min(rep->ready_at, s->opt.duration_s));
+      continue;
+    }
+    bool idle = true;
+    double next = s->opt.duration_s;
+    for (Lane* L : lanes) {
+      L->clock.Set(static_cast<int64_t>(now * 1e6));
+      L->Admit(s, now);
+      idle = idle && L->sched->idle();
+      next = std::min(next, L->NextArrival(s));
+    }
+    if (idle) {
+      sg4::this_actor::sleep_until(std::max(std::min(next, s->opt.duration_s), now + 1e-6));
+      continue;
+    }
+    const int64_t epoch = rep->epoch;
+    std::vector<sg4::ActorPtr> mbs;
+    auto ok = std::make_shared<bool>(true);
+    for (size_t k = 0; k < lanes.size(); ++k) {
+      plans[k] = lanes[k]->sched->idle() ? StepPlan{} : lanes[k]->sched->Schedule();
+      if (plans[k].chunks.empty()) continue;
+      const Counts n = CountPlan(plans[k]);
+      mbs.push_back(sg4::Actor::create("mb", s->coordinator, [=, &fifo] {
+        if (!RunMicroBatch(s, rep, epoch, n.decode, n.prefill, n.sampled, &fifo)) *ok = false;
+      }));
+    }
+    if (mbs.empty()) {
+      sg4::this_actor::sleep_for(1e-3);  // blocks full: wait for the running ones
+      continue;
+    }
+    for (sg4::ActorPtr& a : mbs) a->join();
+    if (rep->index == 0) rep->in_step_s += sg4::Engine::get_clock() - now;
+    if (!*ok || rep->epoch != epoch) {
+      for (Lane* L : lanes) L->LoseKv(s);
+      continue;
+    }
+    if (s->opt.step_overhead_s > 0) sg4::this_actor::sleep_for(s->opt.step_overhead_s);
+    const double done = sg4::Engine::get_clock();
+    for (size_t k = 0; k < lanes.size(); ++k)
+      if (!plans[k].chunks.empty()) lanes[k]->Complete(s, plans[k], done);
   }
 }
 
@@ -115,38 +195,12 @@ void FailureLoop(State* s) {
   }
 }
 
-sg4::NetZone* BuildStar(State* s, const planner::NodeInfo& n) {
-  sg4::NetZone* zone = sg4::create_star_zone("cluster");
-  const double bw = n.link_bw > 0 ? n.link_bw : 125e6;
-  // A hop crosses two host links through the switch: half the one-way latency on each.
-  const double lat = (n.link_latency_s > 0 ? n.link_latency_s : 100e-6) / 2;
-  auto add = [&](const std::string& name) {
-    sg4::Host* h = zone->create_host(name, kHostSpeed);
-    sg4::Link* l = zone->create_link(name + "_l", bw)->set_latency(lat)->seal();
-    zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, {sg4::LinkInRoute(l)}, true);
-    return h;
-  };
-  s->coordinator = zone->create_host("coordinator", kHostSpeed);
-  s->hosts.reserve(static_cast<size_t>(s->report.hosts));
-  for (int64_t i = 0; i < s->report.hosts; ++i) s->hosts.push_back(add("n" + std::to_string(i)));
-  {
-    sg4::Link* l = zone->create_link("coordinator_l", bw * 100)->set_latency(lat)->seal();
-    zone->add_route(s->coordinator->get_netpoint(), nullptr, nullptr, nullptr,
-                    {sg4::LinkInRoute(l)}, true);
-  }
-  zone->seal();
-  return zone;
-}
-
 }  // namespace
 
 Result<SimReport> RunSim(const planner::ModelProfile& model, const planner::DevicePreset& device,
                          const SimOptions& opt) {
-  if (opt.topology != "star")
-    return Errorf(
-        "sim: topology '{}' is not implemented (star: every node on one non-blocking "
-        "switch)",
-        opt.topology);
+  if (opt.topology != "star" && opt.topology != "fat-tree")
+    return Errorf("sim: unknown topology '{}' (star, fat-tree)", opt.topology);
   State s;
   SHOAL_RETURN_IF_ERROR(s.Init(model, device, opt));
   const auto t0 = std::chrono::steady_clock::now();
@@ -160,10 +214,19 @@ Result<SimReport> RunSim(const planner::ModelProfile& model, const planner::Devi
     char* argv[] = {a0, a1, a2, a3, a4, nullptr};
     int argc = 5;
     sg4::Engine e(&argc, argv);
-    BuildStar(&s, device.node);
+    SHOAL_RETURN_IF_ERROR(BuildPlatform(&s));
     s.AssignHosts();
-    for (Lane& L : s.lanes)
-      sg4::Actor::create("lane", s.coordinator, [&s, &L] { LaneLoop(&s, &L); });
+    if (opt.overlap_steps) {
+      for (Lane& L : s.lanes)
+        sg4::Actor::create("lane", s.coordinator, [&s, &L] { LaneLoop(&s, &L); });
+    } else {
+      for (Replica& r : s.replicas) {
+        std::vector<Lane*> mine;
+        for (Lane& L : s.lanes)
+          if (L.rep == &r) mine.push_back(&L);
+        sg4::Actor::create("replica", s.coordinator, [&s, &r, mine] { ReplicaLoop(&s, &r, mine); });
+      }
+    }
     sg4::Actor::create("failures", s.coordinator, [&s] { FailureLoop(&s); });
     e.run_until(opt.duration_s + 1.0);
   } catch (const std::exception& ex) {

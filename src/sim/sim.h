@@ -12,11 +12,13 @@
 namespace shoal::sim {
 
 struct Workload {
-  double rate = 1.0;  // requests per second (Poisson arrivals)
-  int32_t in = 512;   // prompt tokens
-  int32_t out = 128;  // generated tokens
+  double rate = 1.0;     // requests per second (Poisson arrivals)
+  int32_t in = 512;      // prompt tokens
+  int32_t out = 128;     // generated tokens
+  int32_t closed = 0;    // > 0: closed loop, this many requests in flight (rate unused)
+  int64_t requests = 0;  // closed loop: requests in all (0 = as many as the duration allows)
 };
-// "poisson:RATE,in:LEN,out:LEN" (any subset, any order).
+// "poisson:RATE,in:LEN,out:LEN" or "closed:B,requests:N,in:LEN,out:LEN" (any order).
 Result<Workload> ParseWorkload(const std::string& s);
 // "10m", "90s", "2h", "600" (seconds).
 Result<double> ParseDuration(const std::string& s);
@@ -33,6 +35,12 @@ struct SimOptions {
   int32_t lanes = 0;        // micro-batch lanes per replica; 0 = the planner's micro-batches
   // Seconds to bring a spare in: its share of the weights over its link, plus this.
   double respawn_s = 1.0;
+  int32_t stages = 0;          // whole-layer stages per replica (0: the planner's fewest)
+  double step_overhead_s = 0;  // per engine step, outside the stages (bench/calibrate)
+  // false: each replica has one step in flight, cut into micro-batches (dist today); true:
+  // lanes step independently, so consecutive steps overlap in the pipeline.
+  bool overlap_steps = false;
+  planner::LinkDType link_dtype = planner::LinkDType::kF16;  // activations on the wire
 };
 
 struct Dist {
@@ -48,14 +56,18 @@ struct SimReport {
   int64_t tokens_generated = 0, prompt_tokens = 0;
   double throughput_tps = 0;
   Dist ttft_s, tpot_s, e2e_s;
-  std::vector<double> stage_util;  // busy fraction per stage of replica 0
-  double mean_util = 0;
+  std::vector<double> stage_util;    // busy fraction per stage of replica 0
+  std::vector<double> stage_bubble;  // idle fraction of replica 0's in-step time, per stage
+  double mean_util = 0, mean_bubble = 0;
   int64_t failures = 0, failovers = 0, spares_used = 0, replicas_lost = 0;
-  Dist recovery_s;
+  Dist recovery_s;  // failure to the next token of each request it interrupted
   int64_t tokens_lost = 0, tokens_duplicated = 0;
   int64_t activities = 0;
   double wall_s = 0;
   double plan_decode_tps = 0;  // the planner's closed-form aggregate, for comparison
+  double plan_served_tps = 0;  // the planner's served tokens/s (prefill included)
+  bool closed = false;
+  double end_s = 0;  // closed loop: when the last request finished (throughput's divisor)
 };
 
 // Runs one simulation (SimGrid allows one engine per process). Errors are values; SimGrid's

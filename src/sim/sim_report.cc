@@ -48,8 +48,12 @@ Result<Workload> ParseWorkload(const std::string& s) {
       w.in = static_cast<int32_t>(v);
     } else if (key == "out") {
       w.out = static_cast<int32_t>(v);
+    } else if (key == "closed") {
+      w.closed = static_cast<int32_t>(v);
+    } else if (key == "requests") {
+      w.requests = static_cast<int64_t>(v);
     } else {
-      return Errorf("sim: unknown workload key '{}' (poisson, in, out)", key);
+      return Errorf("sim: unknown workload key '{}' (poisson, closed, requests, in, out)", key);
     }
     pos = end + 1;
   }
@@ -91,8 +95,10 @@ std::string FormatSimReport(const SimReport& r) {
   o +=
       fmt::format("requests: {} arrived, {} done; {} tokens generated, {} prompt tokens computed\n",
                   r.requests_arrived, r.requests_done, r.tokens_generated, r.prompt_tokens);
-  o += fmt::format("throughput: {:.1f} tokens/s (planner, closed form: {:.1f})\n", r.throughput_tps,
-                   r.plan_decode_tps);
+  o += fmt::format(
+      "throughput: {:.2f} tokens/s over {:.1f} s (planner, closed form: {:.2f} served, {:.2f} "
+      "decode only)\n",
+      r.throughput_tps, r.end_s, r.plan_served_tps, r.plan_decode_tps);
   o += "TTFT: " + DistText(r.ttft_s, 1, "s") + "\n";
   o += "TPOT: " + DistText(r.tpot_s, 1e3, "ms") + "\n";
   o += "E2E:  " + DistText(r.e2e_s, 1, "s") + "\n";
@@ -101,10 +107,19 @@ std::string FormatSimReport(const SimReport& r) {
     lo = std::min(lo, u);
     hi = std::max(hi, u);
   }
-  o += fmt::format("stage utilisation (replica 0): mean {:.1f}%, min {:.1f}%, max {:.1f}%\n",
-                   100 * r.mean_util, 100 * (r.stage_util.empty() ? 0 : lo), 100 * hi);
   o += fmt::format(
-      "failures: {} hosts off, {} failovers, {} spares used, {} replicas lost; recovery {}\n",
+      "stage utilisation (replica 0): mean {:.1f}%, min {:.1f}%, max {:.1f}%; pipeline bubbles "
+      "(idle share of in-step time): mean {:.1f}%\n",
+      100 * r.mean_util, 100 * (r.stage_util.empty() ? 0 : lo), 100 * hi, 100 * r.mean_bubble);
+  if (r.stage_util.size() <= 16) {
+    o += "  per stage (util / bubble):";
+    for (size_t i = 0; i < r.stage_util.size(); ++i)
+      o += fmt::format(" {:.0f}/{:.0f}%", 100 * r.stage_util[i], 100 * r.stage_bubble[i]);
+    o += "\n";
+  }
+  o += fmt::format(
+      "failures: {} hosts off, {} failovers, {} spares used, {} replicas lost; recovery "
+      "(failure to an interrupted request's next token) {}\n",
       r.failures, r.failovers, r.spares_used, r.replicas_lost, DistText(r.recovery_s, 1, "s"));
   o += fmt::format("tokens lost: {}, duplicated: {}\n", r.tokens_lost, r.tokens_duplicated);
   o += fmt::format("simulation: {} activities, {:.1f} s wall\n", r.activities, r.wall_s);
@@ -131,6 +146,10 @@ std::string SimReportToJson(const SimReport& r) {
   j["tpot_s"] = DistJson(r.tpot_s);
   j["e2e_s"] = DistJson(r.e2e_s);
   j["stage_utilisation"] = r.stage_util;
+  j["stage_bubble"] = r.stage_bubble;
+  j["mean_bubble"] = r.mean_bubble;
+  j["plan_served_tokens_per_s"] = r.plan_served_tps;
+  j["end_s"] = r.end_s;
   j["failures"] = r.failures;
   j["failovers"] = r.failovers;
   j["spares_used"] = r.spares_used;

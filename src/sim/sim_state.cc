@@ -40,6 +40,8 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   if (o.lanes < 0) return Errorf("sim: --lanes must be >= 0");
   if (o.workload.in < 1 || o.workload.out < 1 || !(o.workload.rate > 0))
     return Errorf("sim: workload needs rate > 0, in >= 1, out >= 1");
+  if (o.workload.closed < 0 || o.workload.requests < 0 || o.stages < 0 || o.step_overhead_s < 0)
+    return Errorf("sim: closed, requests, stages and step overhead must be >= 0");
   if (o.context < o.workload.in + o.workload.out)
     return Errorf("sim: --context {} < in + out = {}", o.context, o.workload.in + o.workload.out);
   // One replica sized for 64 sequences (or its share of --concurrency; 64 keeps a pipeline of
@@ -47,13 +49,22 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   constexpr int32_t kDefaultSeqsPerReplica = 64;
   planner::CapacityOptions co;
   co.context = o.context;
-  co.concurrency = o.concurrency > 0 ? o.concurrency : kDefaultSeqsPerReplica;
+  co.concurrency = o.concurrency > 0       ? o.concurrency
+                   : o.workload.closed > 0 ? o.workload.closed
+                                           : kDefaultSeqsPerReplica;
   co.prompt = o.workload.in;
+  co.output = o.workload.out;
+  co.stages = o.stages;
+  co.step_overhead_s = o.step_overhead_s;
+  co.overlap_steps = o.overlap_steps;
+  co.link_dtype = o.link_dtype;
   SHOAL_ASSIGN_OR_RETURN(planner::CapacityReport one, planner::PlanCapacity(m, d, co));
   const int64_t reps = o.nodes / one.nodes_per_replica;
   if (reps < 1)
     return Errorf("sim: {} needs {} x {} per replica, only {} given", m.hp.name,
                   one.nodes_per_replica, d.name, o.nodes);
+  // --concurrency is the total: each replica is planned for its share (a closed loop's B and
+  // the default are per replica already).
   if (o.concurrency > 0) {
     co.concurrency = std::max<int32_t>(1, static_cast<int32_t>(o.concurrency / reps));
     SHOAL_ASSIGN_OR_RETURN(one, planner::PlanCapacity(m, d, co));
@@ -72,6 +83,8 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   report.duration_s = o.duration_s;
   report.stage_util.assign(stages.size(), 0);
   report.plan_decode_tps = plan.decode_tps_aggregate * static_cast<double>(reps);
+  report.plan_served_tps = plan.served_tps * static_cast<double>(reps);
+  report.closed = o.workload.closed > 0;
 
   // Lanes = micro-batches in flight per replica (the planner's count: min(stages, sequences)).
   opt.lanes = o.lanes > 0 ? o.lanes : std::max(1, plan.micro_batches);
@@ -95,15 +108,24 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
     }
   }
   report.lanes = static_cast<int64_t>(lanes.size());
-  // Poisson arrivals over the run, dealt round-robin to the lanes.
-  std::exponential_distribution<double> gap(o.workload.rate);
-  for (double t = gap(rng); t < o.duration_s; t += gap(rng)) {
+  auto add = [&](double t, bool queue) {
     Request q;
     q.id = static_cast<int64_t>(requests.size());
     q.arrival = t;
     q.tokens.assign(static_cast<size_t>(o.workload.in), 1);
-    lanes[static_cast<size_t>(q.id) % lanes.size()].queue.push_back(q.id);
+    if (queue) lanes[static_cast<size_t>(q.id) % lanes.size()].queue.push_back(q.id);
     requests.push_back(std::move(q));
+  };
+  if (report.closed) {
+    // Closed loop (as `shoal bench serve --max-concurrency B`): B requests at t = 0, dealt
+    // round-robin; each completion sends the next one on the same lane.
+    const int64_t b = static_cast<int64_t>(o.workload.closed) * reps;
+    const int64_t n = o.workload.requests > 0 ? std::min(b, o.workload.requests) : b;
+    for (int64_t i = 0; i < n; ++i) add(0, true);
+  } else {
+    // Poisson arrivals over the run, dealt round-robin to the lanes.
+    std::exponential_distribution<double> gap(o.workload.rate);
+    for (double t = gap(rng); t < o.duration_s; t += gap(rng)) add(t, true);
   }
   report.requests_arrived = static_cast<int64_t>(requests.size());
   const size_t max_tokens = static_cast<size_t>(plan.config.max_batched_tokens) + 1;
@@ -171,6 +193,13 @@ void State::FailRandomHost(double now) {
   owner.erase(it);
   if (!r.alive) return;
   ++report.failovers;
+  // Every request in the replica's lanes loses its KV now: its recovery ends at its next token.
+  for (Lane& L : lanes)
+    if (L.rep == &r)
+      for (int64_t id : L.live) {
+        Request& q = requests[static_cast<size_t>(id)];
+        if (q.affected_at < 0) q.affected_at = now;
+      }
   ++r.epoch;  // every in-flight step of the replica is void
   if (r.failed_at < 0) r.failed_at = now;
   if (spares.empty()) {
@@ -240,22 +269,20 @@ void Lane::Orphan(State* s) {
 }
 
 void Lane::Complete(State* s, const StepPlan& plan, double now) {
-  Replica* r = rep;
-  if (r->failed_at >= 0) {
-    s->recoveries.push_back(now - r->failed_at);
-    r->failed_at = -1;
-  }
+  rep->failed_at = -1;
   for (const ScheduledChunk& c : plan.chunks) {
-    if (!c.samples) {
-      s->report.prompt_tokens += c.n;
-      continue;
-    }
+    if (c.n > 1 || !c.samples) s->report.prompt_tokens += c.n;  // prompt (or recomputed) rows
+    if (!c.samples) continue;
     Request& q = s->requests[static_cast<size_t>(c.seq_id)];
     if (q.generated >= s->opt.workload.out) {
       ++s->report.tokens_duplicated;
       continue;
     }
     if (q.first_token < 0) q.first_token = now;
+    if (q.affected_at >= 0) {
+      s->recoveries.push_back(now - q.affected_at);
+      q.affected_at = -1;
+    }
     ++q.generated;
     ++s->report.tokens_generated;
     constexpr int32_t kToken = 2;  // token ids do not matter to the schedule
@@ -265,13 +292,32 @@ void Lane::Complete(State* s, const StepPlan& plan, double now) {
       sched->Finish(c.seq_id);
       live.erase(std::find(live.begin(), live.end(), c.seq_id));
       ++s->report.requests_done;
+      s->last_done = now;
+      Release(s, now);
     } else {
       sched->AppendToken(c.seq_id, kToken);
     }
   }
 }
 
+void Lane::Release(State* s, double now) {
+  const int64_t cap = s->opt.workload.requests;
+  if (!s->report.closed || (cap > 0 && static_cast<int64_t>(s->requests.size()) >= cap)) return;
+  Request q;
+  q.id = static_cast<int64_t>(s->requests.size());
+  q.arrival = now;
+  q.tokens.assign(static_cast<size_t>(s->opt.workload.in), 1);
+  queue.push_back(q.id);
+  s->requests.push_back(std::move(q));
+}
+
+uint64_t State::ReturnBytes(int32_t sampled) const {
+  // dist sends each sampled row's f32 logits back to the coordinator, which samples.
+  return 4u * static_cast<uint64_t>(model.hp.n_vocab) * static_cast<uint64_t>(sampled);
+}
+
 void State::Finalize() {
+  report.requests_arrived = static_cast<int64_t>(requests.size());
   std::vector<double> ttft, tpot, e2e;
   for (const Request& q : requests) {
     if (q.first_token >= 0) ttft.push_back(q.first_token - q.arrival);
@@ -287,14 +333,25 @@ void State::Finalize() {
   report.tpot_s = Summarize(tpot);
   report.e2e_s = Summarize(e2e);
   report.recovery_s = Summarize(recoveries);
-  report.throughput_tps = static_cast<double>(report.tokens_generated) / opt.duration_s;
-  double u = 0;
-  for (double& x : report.stage_util) {
-    x /= opt.duration_s;
-    u += x;
+  // Closed loop: the run ends with its last request (as the benchmark's duration does).
+  const bool all_done =
+      report.closed && opt.workload.requests > 0 && report.requests_done >= opt.workload.requests;
+  report.end_s = all_done ? last_done : opt.duration_s;
+  report.throughput_tps = static_cast<double>(report.tokens_generated) / report.end_s;
+  const double in_step = replicas.empty() ? 0 : replicas[0].in_step_s;
+  double u = 0, b = 0;
+  report.stage_bubble.assign(report.stage_util.size(), 0);
+  for (size_t i = 0; i < report.stage_util.size(); ++i) {
+    // Bubble: time replica 0 had a step in flight but stage i computed nothing (one step in
+    // flight only; overlapped lanes have no replica-wide step).
+    if (in_step > 0) report.stage_bubble[i] = std::max(0.0, 1.0 - report.stage_util[i] / in_step);
+    report.stage_util[i] /= report.end_s;
+    u += report.stage_util[i];
+    b += report.stage_bubble[i];
   }
-  report.mean_util =
-      report.stage_util.empty() ? 0 : u / static_cast<double>(report.stage_util.size());
+  const double ns = static_cast<double>(std::max<size_t>(1, report.stage_util.size()));
+  report.mean_util = u / ns;
+  report.mean_bubble = b / ns;
 }
 
 }  // namespace shoal::sim

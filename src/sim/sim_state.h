@@ -20,9 +20,14 @@ class Host;
 
 namespace shoal::sim {
 
+// Host speed in the platform: Execs are sized in seconds x this (any unit works; 1e9 keeps
+// SimGrid's doubles well inside their precision for microsecond steps).
+inline constexpr double kHostSpeed = 1e9;
+
 struct Request {
   int64_t id = 0;
   double arrival = 0, first_token = -1, done = -1;
+  double affected_at = -1;  // a failure voided its KV here; the next token ends the recovery
   int32_t generated = 0;
   std::vector<int32_t> tokens;  // prompt + generated: what the coordinator keeps
 };
@@ -35,6 +40,7 @@ struct Replica {
   double failed_at = -1;         // last failure not yet recovered (-1: none)
   std::vector<int64_t> members;  // host indices, stage by stage
   std::vector<int64_t> primary;  // per stage: the host that runs its activities
+  double in_step_s = 0;          // time with a step in flight (replica 0: bubbles)
 };
 
 struct State;
@@ -53,7 +59,11 @@ struct Lane {
   void LoseKv(State* s);
   void Orphan(State* s);
   void Complete(State* s, const StepPlan& plan, double now);
+  void Release(State* s, double now);  // closed loop: the next pending request joins this lane
 };
+
+struct State;
+Status BuildPlatform(State* s);  // platform.cc: hosts, coordinator and links by opt.topology
 
 struct State {
   SimOptions opt;
@@ -74,6 +84,7 @@ struct State {
   std::mt19937_64 rng;
   SimReport report;
   std::vector<double> recoveries;
+  double last_done = 0;  // completion time of the last request
   // Stage costs by tokens: decode[stage][b], prefill[stage][t].
   std::vector<std::vector<planner::StepCost>> decode_cost, prefill_cost;
 
@@ -82,6 +93,7 @@ struct State {
   planner::StepCost Cost(size_t stage, int32_t decode, int32_t prefill);
   double HopSeconds(int32_t tokens) const;
   void FailRandomHost(double now);
+  uint64_t ReturnBytes(int32_t sampled) const;  // logits of the sampled rows to the coordinator
   void Finalize();
 };
 
