@@ -70,11 +70,7 @@ class KimiK3 final : public Model {
 };
 
 Status KimiK3::Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt) {
-  hp_ = hp;
-  first_ = opt.first_layer;
-  last_ = opt.last_layer < 0 ? static_cast<int32_t>(hp.n_layer) : opt.last_layer;
-  if (first_ < 0 || first_ >= last_ || last_ > hp.n_layer)
-    return Errorf("layer range [{}, {}) is invalid for {} layers", first_, last_, hp.n_layer);
+  SHOAL_RETURN_IF_ERROR(SetLayerRange(hp, opt));
   // The attention-residual stack (banked layer inputs) is not carried between pipeline stages.
   if (hp.attn_res_block_size > 0 && (first_ != 0 || last_ != hp.n_layer))
     return Errorf(

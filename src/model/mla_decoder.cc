@@ -67,23 +67,9 @@ class MlaDecoder final : public Model {
 };
 
 Status MlaDecoder::Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt) {
-  hp_ = hp;
-  first_ = opt.first_layer;
-  last_ = opt.last_layer < 0 ? static_cast<int32_t>(hp.n_layer) : opt.last_layer;
-  if (first_ < 0 || first_ >= last_ || last_ > hp.n_layer)
-    return Errorf("layer range [{}, {}) is invalid for {} layers", first_, last_, hp.n_layer);
+  SHOAL_RETURN_IF_ERROR(SetLayerRange(hp, opt));
   const int64_t E = hp.n_embd;
-  if (is_first_stage() || (is_last_stage() && hp.tied_embeddings)) {
-    SHOAL_ASSIGN_OR_RETURN(tok_embd_, LoadMatrix(f, "token_embd.weight", E, hp.n_vocab));
-  }
-  if (is_last_stage()) {
-    SHOAL_ASSIGN_OR_RETURN(output_norm_, LoadVector(f, "output_norm.weight", E));
-    if (hp.tied_embeddings) {
-      output_ = tok_embd_;
-    } else {
-      SHOAL_ASSIGN_OR_RETURN(output_, LoadMatrix(f, "output.weight", E, hp.n_vocab));
-    }
-  }
+  SHOAL_RETURN_IF_ERROR(LoadEndWeights(f, &tok_embd_, &output_norm_, &output_));
   for (int il = first_; il < last_; ++il) {
     auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
     Layer L;

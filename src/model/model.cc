@@ -4,6 +4,7 @@
 #include "model/dense_decoder.h"
 #include "model/kimi_k3.h"
 #include "model/mla_decoder.h"
+#include "model/weights.h"
 
 namespace shoal {
 
@@ -19,6 +20,32 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOpt
       return LoadKimiK3(file, hp, opt);
   }
   return Errorf("{}: no forward pass for architecture {}", file.path(), hp.arch);
+}
+
+Status Model::SetLayerRange(const HParams& hp, const LoadOptions& opt) {
+  hp_ = hp;
+  first_ = opt.first_layer;
+  last_ = opt.last_layer < 0 ? static_cast<int32_t>(hp.n_layer) : opt.last_layer;
+  if (first_ < 0 || first_ >= last_ || last_ > hp.n_layer)
+    return Errorf("layer range [{}, {}) is invalid for {} layers", first_, last_, hp.n_layer);
+  return Status::Ok();
+}
+
+Status Model::LoadEndWeights(const gguf::File& f, kernels::MatrixView* tok_embd,
+                             std::vector<float>* output_norm, kernels::MatrixView* output) const {
+  const int64_t E = hp_.n_embd;
+  if (is_first_stage() || (is_last_stage() && hp_.tied_embeddings)) {
+    SHOAL_ASSIGN_OR_RETURN(*tok_embd, LoadMatrix(f, "token_embd.weight", E, hp_.n_vocab));
+  }
+  if (is_last_stage()) {
+    SHOAL_ASSIGN_OR_RETURN(*output_norm, LoadVector(f, "output_norm.weight", E));
+    if (hp_.tied_embeddings) {
+      *output = *tok_embd;
+    } else {
+      SHOAL_ASSIGN_OR_RETURN(*output, LoadMatrix(f, "output.weight", E, hp_.n_vocab));
+    }
+  }
+  return Status::Ok();
 }
 
 KvLayout Model::MakeKvLayout(int32_t n_blocks, int32_t block_size, DType dtype,

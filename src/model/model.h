@@ -7,6 +7,7 @@
 
 #include "arch/arch.h"
 #include "gguf/gguf.h"
+#include "kernels/matmul.h"
 #include "kvcache/kv_store.h"
 #include "model/batch.h"
 #include "threading/thread_pool.h"
@@ -52,6 +53,14 @@ class Model {
                          ForwardOutput* out) = 0;
 
  protected:
+  // Takes hp and the layer range of opt ([first_layer, last_layer), -1 = to the end), checked.
+  Status SetLayerRange(const HParams& hp, const LoadOptions& opt);
+  // The tensors at the ends of the stack this range needs: the token embedding (first stage, or
+  // last stage with tied embeddings), the output norm and head (last stage; the embedding when
+  // tied). Left empty where the range does not need them.
+  Status LoadEndWeights(const gguf::File& f, kernels::MatrixView* tok_embd,
+                        std::vector<float>* output_norm, kernels::MatrixView* output) const;
+
   HParams hp_;
   int32_t first_ = 0;
   int32_t last_ = 0;
