@@ -188,9 +188,14 @@ BufferBytes StageBufferBytes(const ModelProfile& p, bool first_stage, bool last_
   const int64_t max_in = std::max({E, ad, hp.n_ff});
   b.matmul_scratch = static_cast<uint64_t>(static_cast<double>(T) * max_in * act_bpe + 0.5);
 
-  // Attention scratch: per thread max(n_kv, head_dim_v + kAttnTile (64)) floats.
+  // Attention scratch: per thread kernels::AttendHeadsScratch floats: a tile (kAttnTile, 64 keys)
+  // of converted keys and values plus the state of a GQA group's heads, or max(n_kv, head_dim_v
+  // + 64) when that is more.
   constexpr int64_t kAttnTile = 64;
-  const int64_t per_thread = std::max(in.max_context, hp.head_dim_v + kAttnTile);
+  const int64_t group = hp.n_head_kv > 0 ? std::max<int64_t>(1, hp.n_head / hp.n_head_kv) : 1;
+  const int64_t per_thread =
+      std::max((hp.head_dim_k + 1 + hp.head_dim_v) * kAttnTile + group * (hp.head_dim_v + 2) + 8,
+               std::max(in.max_context, hp.head_dim_v + kAttnTile));
   b.attention =
       static_cast<uint64_t>(std::max(in.n_threads, 1)) * static_cast<uint64_t>(per_thread) * kF32;
 

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "base/test_support.h"
+#include "kernels/ops.h"
 #include "kvcache/kv_store.h"
 #include "planner/test_models.h"
 
@@ -157,7 +158,9 @@ TEST(ModelProfileTest, BuffersFollowTheWorkspace) {
   const BufferBytes mid = StageBufferBytes(*p, false, false, in);
   // x, xn, tmp [E] + q [2048] + k, v [256] + att [2048] + gate, up [5632] + rope [64], f32.
   EXPECT_EQ(mid.workspace, 100u * (3 * 2048 + 2048 + 256 + 256 + 2048 + 2 * 5632 + 64) * 4);
-  EXPECT_EQ(mid.attention, 2u * 2048 * 4);
+  // Per thread what the forward allocates: AttendHeads' scratch for a group of 8 heads (32 / 4).
+  EXPECT_EQ(mid.attention, 2u * kernels::AttendHeadsScratch(8, 64, 64, 2048) * 4);
+  EXPECT_EQ(mid.attention, 2u * ((64 + 1 + 64) * 64 + 8 * 66 + 8) * 4);
   EXPECT_EQ(mid.io, 2 * (100u * 2048 * 4 + 100u * 4096));  // hidden in and out, f32 + wire
   // Widest matmul input is ffn_down's 5632 values; Q8_K-sized activations bound it from above.
   EXPECT_GE(mid.matmul_scratch, 100u * 5632 * 34 / 32);
