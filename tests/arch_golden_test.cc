@@ -22,9 +22,12 @@ struct ArchCase {
   std::string golden;  // relative to shared/testdata/golden
   bool f32;            // F32 weights: the 1e-4 alt-run tolerance applies
   // Quantized files: whether the alt run's greedy ids are asserted. kimi-k3's are reported only:
-  // its first-step logits match to 2.4e-7, but the KDA state is summed in another float order
-  // than ggml's fused gated_delta_net, and after 24-30 decode steps a last-bit drift flips a Q8_0
-  // activation rounding (the README measures up to 2.7 logit moves from such flips in kimi-k3).
+  // teacher-forced through llama.cpp's ids its step logits equal llama.cpp's to <= 4.8e-7 for 13-22
+  // decode steps (TeacherForcedUntilFirstFlip), and then one rounding flip (an F16 K/V element or
+  // a Q8_0 activation block landing on the other side of a rounding boundary after a last-bit
+  // difference) moves later logits by 1e-2..2; with the F32 cache that costs q8_0 p1 step 30
+  // (Shoal's top-2 gap there 3.4e-2) and q4_0 p2 step 24 (gap 0.18). docs/ARCHITECTURE.md has
+  // the analysis.
   bool strict_quant_ids = true;
 };
 
@@ -254,6 +257,57 @@ TEST_P(ArchGolden, TwoStageSplit) {
       EXPECT_TRUE(ob.logits == ref[static_cast<size_t>(s)]) << "split at " << k << ", step " << s;
     }
   }
+}
+
+// Quantized files, teacher-forced through llama.cpp's main-run ids (F16 cache): each step's
+// top-5 logits must equal llama.cpp's to the last bits (<= kLastBits; measured <= 4.8e-7) until
+// the first discrete rounding flip, a step beyond kLastBits (an F16 K/V or Q8_0 activation
+// rounding that a last-bit difference sent the other way). That step must stay within the
+// file's main-vs-alt spread (llama.cpp's own F16-vs-F32 figure, as golden_test) and the prompt is
+// not compared further: after a flip, later steps move by 1e-2..2 (kimi-k3-q8_0 p3 step 27: 2.05, a
+// router choice with a 3.7e-3 gap flipped by the earlier 4e-2 move), as llama.cpp's own alt run
+// leaves its main run. Arg-max must agree on every compared step whose margin exceeds 2 x
+// kLastBits.
+TEST_P(ArchGolden, TeacherForcedUntilFirstFlip) {
+  if (GetParam().f32) GTEST_SKIP() << "F32 files: AltRunF32Cache checks every id";
+  constexpr float kLastBits = 1e-4f;
+  auto m = Load(model_path_, DType::kF16, 2, 1024);
+  ASSERT_TRUE(m);
+  // golden_test's rule: the largest first-step |main - alt| over the file's prompts.
+  float spread = 0;
+  for (const json& p : g_["prompts"])
+    spread = std::max(spread, p["first_step_max_abs_diff_main_vs_alt"].get<float>());
+  int exact = 0, total = 0;
+  for (const json& p : g_["prompts"]) {
+    const std::vector<int32_t> prompt = Ids(p["prompt_ids"]);
+    const std::vector<int32_t> gen = Ids(p["greedy"]["ids"]);
+    const auto margins = p["greedy"]["top1_minus_top2"].get<std::vector<float>>();
+    std::vector<int32_t> seq = prompt;
+    seq.insert(seq.end(), gen.begin(), gen.end() - 1);
+    const auto rows =
+        RunSequence(*m, seq, static_cast<int>(prompt.size()) - 1, static_cast<int>(prompt.size()));
+    ASSERT_EQ(rows.size(), gen.size());
+    total += static_cast<int>(gen.size());
+    size_t i = 0;
+    float flip = 0;
+    for (; i < gen.size(); ++i) {
+      float d = 0;
+      for (const json& e : p["greedy"]["top5_per_step"][i])
+        d = std::max(d, std::fabs(rows[i][e[0].get<size_t>()] - e[1].get<float>()));
+      if (d > kLastBits) {
+        flip = d;
+        EXPECT_LE(d, spread) << p["name"] << " step " << i << ": the first flip";
+        break;
+      }
+      if (margins[i] > 2 * kLastBits) EXPECT_EQ(ArgMax(rows[i]), gen[i]) << p["name"] << " " << i;
+      ++exact;
+    }
+    std::fprintf(stderr, "%s %s: %zu steps at the last bits, then %s %.2e\n",
+                 GetParam().model.c_str(), p["name"].get<std::string>().c_str(), i,
+                 i < gen.size() ? "a flip of" : "none", flip);
+  }
+  RecordProperty("steps_at_last_bits", exact);
+  RecordProperty("steps", total);
 }
 
 INSTANTIATE_TEST_SUITE_P(
