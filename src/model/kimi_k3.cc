@@ -45,11 +45,6 @@ class KimiK3 final : public Model {
                  ForwardOutput* out) override;
   // One KdaState per KDA layer of the range, in layer order, in the sequence's state slot.
   int64_t StateFloatsPerSeq() const override { return n_kda_ * KdaState::Floats(hp_); }
-  // The hidden state, then the inputs banked so far: layers 0, B, 2B, ... below `layer`.
-  int32_t HiddenPlanes(int32_t layer) const override {
-    const int64_t bs = hp_.attn_res_block_size;
-    return 1 + (bs > 0 ? static_cast<int32_t>((layer + bs - 1) / bs) : 0);
-  }
 
  private:
   // out[n, E] = sum_j p_j stack_j + p_cur cur with p = softmax over the banked rows and cur of

@@ -50,10 +50,7 @@ class Model {
   // [n_rows, n_embd] planes that travel into layer `layer` (0 < layer < n_layer) from the stage
   // before it: the hidden state, then whatever else the architecture carries across layers
   // (kimi-k3: the banked attention-residual inputs, one plane per block started so far).
-  virtual int32_t HiddenPlanes(int32_t layer) const {
-    (void)layer;
-    return 1;
-  }
+  int32_t HiddenPlanes(int32_t layer) const { return hp_.hidden_planes(layer); }
 
   // Runs layers [first, last) over the batch. The first stage embeds batch.tokens; later
   // stages read hidden_in [HiddenPlanes(first)][n_rows][n_embd]. Before the call, every
