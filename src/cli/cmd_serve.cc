@@ -142,6 +142,16 @@ int Serve(const ServeArgs& a) {
       if (!engine.ok()) return srv.SetFailed(engine.status());
       m.engine = std::move(*engine);
     } else {
+      // A per-sequence recurrent state (kimi-k3) lives on the stages owning its layers, in slots
+      // the scheduler allots: Engine::Create's rule (no swap, no prefix cache, one group).
+      bool recurrent = false;
+      for (int64_t il = 0; il < hp.n_layer; ++il)
+        recurrent = recurrent || hp.is_recurrent_layer(il);
+      if (recurrent) {
+        cfg.state_slots = std::max(1, cfg.max_num_seqs);
+        cfg.swap_blocks = 0;
+        cfg.pipeline_groups = 1;
+      }
       dist::ClusterOptions co;
       auto cl = SetUpCluster(a, cfg, *bundle.file, true, &co);
       if (!cl.ok()) return srv.SetFailed(cl.status());
@@ -164,7 +174,7 @@ int Serve(const ServeArgs& a) {
       std::vector<std::string> names;
       for (const planner::Stage& st : cl->plan.stages) names.push_back(st.node_name);
       const int32_t n_stages = static_cast<int32_t>(cl->plan.stages.size());
-      cfg.pipeline_groups = a.pipeline_groups > 0 ? a.pipeline_groups : n_stages;
+      if (!recurrent) cfg.pipeline_groups = a.pipeline_groups > 0 ? a.pipeline_groups : n_stages;
       auto exec = std::make_unique<dist::RemoteExecutor>(std::move(*cl), hp.n_vocab, hp.n_embd);
       // Overlapped groups fill the pipeline themselves: one micro-batch per group step.
       exec->SetMicroBatches(cfg.pipeline_groups > 1 ? std::max(1, n_stages / cfg.pipeline_groups)

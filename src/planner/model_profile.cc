@@ -200,13 +200,15 @@ BufferBytes StageBufferBytes(const ModelProfile& p, bool first_stage, bool last_
       static_cast<uint64_t>(std::max(in.n_threads, 1)) * static_cast<uint64_t>(per_thread) * kF32;
 
   // Stage input and output: token ids on the first stage; received hidden rows (wire copy and
-  // f32) on later stages; ForwardOutput::hidden (f32 and wire copy) on all but the last;
-  // ForwardOutput::logits [out_rows, n_vocab] on the last.
+  // f32, planes_in planes) on later stages; ForwardOutput::hidden (f32 and wire copy,
+  // planes_out planes) on all but the last; ForwardOutput::logits [out_rows, n_vocab] on the
+  // last; the banked attention-residual planes (f32) of the forward.
   const uint64_t hidden = T * static_cast<uint64_t>(E) * kF32;
   const uint64_t wire = T * in.link_row_bytes;
   if (first_stage) b.io += T * sizeof(int32_t);
-  if (!first_stage) b.io += hidden + wire;
-  if (!last_stage) b.io += hidden + wire;
+  if (!first_stage) b.io += static_cast<uint64_t>(std::max(in.planes_in, 1)) * (hidden + wire);
+  if (!last_stage) b.io += static_cast<uint64_t>(std::max(in.planes_out, 1)) * (hidden + wire);
+  b.io += static_cast<uint64_t>(std::max(in.banked, 0)) * hidden;
   if (last_stage) b.io += out_rows * static_cast<uint64_t>(hp.n_vocab) * kF32;
   return b;
 }

@@ -175,6 +175,33 @@ TEST(ModelProfileTest, BuffersFollowTheWorkspace) {
   EXPECT_EQ(StageBufferBytes(*p, false, false, in).workspace, 2 * mid.workspace);
 }
 
+// kimi-k3's attention residuals: a stage starting at layer k receives 1 + ceil(k / B) planes of
+// hidden rows, sends the planes of its last layer and keeps the banked ones.
+TEST(ModelProfileTest, AttentionResidualPlanes) {
+  HParams hp;
+  hp.attn_res_block_size = 3;
+  EXPECT_EQ(hp.hidden_planes(0), 1);
+  EXPECT_EQ(hp.hidden_planes(1), 2);  // layer 0 banked
+  EXPECT_EQ(hp.hidden_planes(3), 2);
+  EXPECT_EQ(hp.hidden_planes(4), 3);  // layers 0 and 3
+  EXPECT_EQ(hp.hidden_planes(8), 4);  // 0, 3, 6
+  hp.attn_res_block_size = 0;
+  EXPECT_EQ(hp.hidden_planes(5), 1);
+  auto preset = FindSynthPreset("1b");
+  ASSERT_TRUE(preset.ok());
+  auto p = SynthProfile(*preset, DType::kQ4_0);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  BufferInputs in;
+  in.max_tokens = 100;
+  in.link_row_bytes = 2 * 2048;
+  const uint64_t plane = 100u * 2048 * 4 + 100u * 4096;  // f32 + wire
+  const uint64_t one = StageBufferBytes(*p, false, false, in).io;
+  in.planes_in = 3;
+  in.planes_out = 4;
+  in.banked = 3;
+  EXPECT_EQ(StageBufferBytes(*p, false, false, in).io, one + 5 * plane + 3u * 100 * 2048 * 4);
+}
+
 TEST(ModelProfileTest, RejectsBadTensorTables) {
   auto preset = FindSynthPreset("tiny");
   ASSERT_TRUE(preset.ok());
