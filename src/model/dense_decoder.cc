@@ -215,15 +215,7 @@ Status DenseDecoder::Forward(const Batch& b, const float* hidden_in, KvStore& kv
   float* x = ws_.x.data();
 
   if (is_first_stage()) {
-    if (static_cast<int64_t>(b.tokens.size()) != n) return Errorf("batch has no token ids");
-    const uint64_t rb = tok_embd_.row_bytes;
-    for (int64_t r = 0; r < n; ++r) {
-      const int32_t id = b.tokens[static_cast<size_t>(r)];
-      if (id < 0 || id >= hp.n_vocab)
-        return Errorf("token id {} out of range [0, {})", id, hp.n_vocab);
-      kernels::Dequantize(tok_embd_.type, tok_embd_.data + static_cast<uint64_t>(id) * rb,
-                          x + r * E, E);
-    }
+    if (Status st = EmbedTokens(b, tok_embd_, x); !st.ok()) return st;
   } else {
     if (!hidden_in) return Errorf("a later pipeline stage needs hidden states as input");
     std::copy(hidden_in, hidden_in + n * E, x);

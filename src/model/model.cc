@@ -1,6 +1,7 @@
 // Model::Load: picks the forward implementation for the file's architecture family.
 #include "model/model.h"
 
+#include "kernels/quant.h"
 #include "model/dense_decoder.h"
 #include "model/kimi_k3.h"
 #include "model/mla_decoder.h"
@@ -28,6 +29,21 @@ Status Model::SetLayerRange(const HParams& hp, const LoadOptions& opt) {
   last_ = opt.last_layer < 0 ? static_cast<int32_t>(hp.n_layer) : opt.last_layer;
   if (first_ < 0 || first_ >= last_ || last_ > hp.n_layer)
     return Errorf("layer range [{}, {}) is invalid for {} layers", first_, last_, hp.n_layer);
+  return Status::Ok();
+}
+
+Status Model::EmbedTokens(const Batch& b, const kernels::MatrixView& tok_embd, float* x) const {
+  const int64_t n = b.n_rows(), E = hp_.n_embd;
+  if (static_cast<int64_t>(b.tokens.size()) != n)
+    return Errorf("{} token ids for a batch of {} rows", b.tokens.size(), n);
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t id = b.tokens[static_cast<size_t>(r)];
+    if (id < 0 || id >= hp_.n_vocab)
+      return Errorf("token id {} out of range [0, {})", id, hp_.n_vocab);
+    kernels::Dequantize(tok_embd.type,
+                        tok_embd.data + static_cast<uint64_t>(id) * tok_embd.row_bytes, x + r * E,
+                        E);
+  }
   return Status::Ok();
 }
 

@@ -67,6 +67,9 @@ class Model {
   // tied). Left empty where the range does not need them.
   Status LoadEndWeights(const gguf::File& f, kernels::MatrixView* tok_embd,
                         std::vector<float>* output_norm, kernels::MatrixView* output) const;
+  // x[r] = the embedding row of batch.tokens[r] for the batch's n_rows rows ([n_rows][n_embd]);
+  // an error when the batch lacks ids or one is out of the vocabulary.
+  Status EmbedTokens(const Batch& batch, const kernels::MatrixView& tok_embd, float* x) const;
 
   HParams hp_;
   int32_t first_ = 0;
