@@ -59,8 +59,9 @@ Result<std::optional<uint64_t>> SplitKey(const SingleFile& f, const std::string&
   return std::optional<uint64_t>(static_cast<uint64_t>(v.AsInt()));
 }
 
-Result<std::unique_ptr<MappedFile>> ParseFile(const std::string& path, SingleFile* out) {
-  SHOAL_ASSIGN_OR_RETURN(auto map, MappedFile::Open(path));
+Result<std::unique_ptr<MappedFile>> ParseFile(const std::string& path, MapMode mode,
+                                              SingleFile* out) {
+  SHOAL_ASSIGN_OR_RETURN(auto map, MappedFile::Open(path, mode));
   Parser parser(path, map->data(), map->size());
   SHOAL_RETURN_IF_ERROR(parser.Parse(out));
   return map;
@@ -74,10 +75,10 @@ std::string SplitPath(const std::string& prefix, int split_no, int split_count) 
 
 uint64_t TensorInfo::row_bytes() const { return RowBytes(type, ne[0]).value_or(0); }
 
-Result<std::unique_ptr<File>> File::OpenSingle(const std::string& path) {
+Result<std::unique_ptr<File>> File::OpenSingle(const std::string& path, MapMode mode) {
   try {
     SingleFile sf;
-    SHOAL_ASSIGN_OR_RETURN(auto map, ParseFile(path, &sf));
+    SHOAL_ASSIGN_OR_RETURN(auto map, ParseFile(path, mode, &sf));
     std::unique_ptr<File> f(new File());
     f->path_ = path;
     f->version_ = sf.version;
@@ -94,10 +95,10 @@ Result<std::unique_ptr<File>> File::OpenSingle(const std::string& path) {
   }
 }
 
-Result<std::unique_ptr<File>> File::Open(const std::string& path) {
+Result<std::unique_ptr<File>> File::Open(const std::string& path, MapMode mode) {
   const std::optional<SplitName> name = ParseSplitName(path);
   if (!name || name->count <= 1) {
-    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<File> f, OpenSingle(path));
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<File> f, OpenSingle(path, mode));
     const uint64_t count = f->GetUintOr("split.count", 1);
     if (count > 1) {
       return Errorf(
@@ -123,7 +124,7 @@ Result<std::unique_ptr<File>> File::Open(const std::string& path) {
     for (int i = 0; i < name->count; ++i) {
       const std::string shard = i == 0 ? path : SplitPath(name->prefix, i + 1, name->count);
       SingleFile sf;
-      SHOAL_ASSIGN_OR_RETURN(auto map, ParseFile(shard, &sf));
+      SHOAL_ASSIGN_OR_RETURN(auto map, ParseFile(shard, mode, &sf));
       SHOAL_ASSIGN_OR_RETURN(std::optional<uint64_t> count, SplitKey(sf, shard, "split.count"));
       SHOAL_ASSIGN_OR_RETURN(std::optional<uint64_t> no, SplitKey(sf, shard, "split.no"));
       SHOAL_ASSIGN_OR_RETURN(std::optional<uint64_t> n, SplitKey(sf, shard, "split.tensors.count"));

@@ -107,10 +107,11 @@ class File {
   // Opening a later shard directly is an error that names the first one. Shards must agree on
   // split.count / split.no (0-based) / split.tensors.count; metadata comes from shard 1.
   // Errors name the file and what is wrong and where; no input makes this crash or allocate more
-  // than the file can justify.
-  static Result<std::unique_ptr<File>> Open(const std::string& path);
+  // than the file can justify. `mode`: mmap the files (default) or read them into huge pages.
+  static Result<std::unique_ptr<File>> Open(const std::string& path, MapMode mode = MapMode::kMap);
   // Opens exactly one file, never following split shards (split.* keys stay plain metadata).
-  static Result<std::unique_ptr<File>> OpenSingle(const std::string& path);
+  static Result<std::unique_ptr<File>> OpenSingle(const std::string& path,
+                                                  MapMode mode = MapMode::kMap);
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }

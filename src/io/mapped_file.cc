@@ -13,7 +13,31 @@
 
 namespace shoal {
 
-Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+namespace {
+
+// The file's bytes in private anonymous memory advised for huge pages, or an error.
+Result<const uint8_t*> ReadHuge(int fd, uint64_t size, const std::string& path) {
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return Errorf("{}: cannot allocate {} bytes: {}", path, size, std::strerror(errno));
+  ::madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages are just 4 KiB
+  auto* dst = static_cast<uint8_t*>(p);
+  for (uint64_t done = 0; done < size;) {
+    const ssize_t r = ::pread(fd, dst + done, size - done, static_cast<off_t>(done));
+    if (r <= 0) {
+      const int e = r < 0 ? errno : EIO;
+      ::munmap(p, size);
+      return Errorf("{}: read failed at byte {}: {}", path, done, std::strerror(e));
+    }
+    done += static_cast<uint64_t>(r);
+  }
+  ::mprotect(p, size, PROT_READ);
+  return static_cast<const uint8_t*>(dst);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, MapMode mode) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Errorf("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
@@ -29,6 +53,13 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   std::unique_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
   f->size_ = static_cast<uint64_t>(st.st_size);
+  if (f->size_ > 0 && mode == MapMode::kReadHuge) {
+    auto data = ReadHuge(fd, f->size_, path);
+    ::close(fd);
+    if (!data.ok()) return data.status();
+    f->data_ = *data;
+    return f;
+  }
   if (f->size_ > 0) {
     void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
