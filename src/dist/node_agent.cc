@@ -89,10 +89,13 @@ struct NodeAgent::Impl {
   std::unique_ptr<ThreadPool> pool;
   std::shared_ptr<net::Conn> coordinator, downstream;
   planner::LinkDType link = planner::LinkDType::kF32;
+  uint32_t epoch = 0;  // of the assignment served; work of any other epoch is dropped
+  bool stage_stop = false;  // guarded by mu: the compute thread ends (a new assignment)
   std::thread compute;
 
   void ServeLink(std::shared_ptr<net::Conn> conn);
   Status HandleAssign(const Assignment& a, const std::shared_ptr<net::Conn>& from);
+  void DropStage();
   void ComputeLoop();
   Status RunWork(const net::Frame& f);
 };
@@ -189,6 +192,11 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
       std::lock_guard<std::mutex> lk(mu);
       work.push_back(std::move(fr));
       cv.notify_one();
+    } else if (fr.type == net::MsgType::kHeartbeat) {
+      // Answered from the link thread, so a node busy with a long step still answers.
+      net::Frame pong;
+      pong.type = net::MsgType::kHeartbeat;
+      if (!conn->Send(pong).ok()) break;
     } else if (fr.type == net::MsgType::kGoodbye) {
       break;
     }
@@ -196,10 +204,35 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
   conn->Shutdown();
 }
 
+void NodeAgent::Impl::DropStage() {
+  // A new plan (epoch) replaces the stage: stop the compute thread, drop queued work, close
+  // the old downstream link, and free the old layers before the new ones load.
+  std::shared_ptr<net::Conn> down;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!model) return;
+    stage_stop = true;
+    down = downstream;
+  }
+  cv.notify_all();
+  if (down) down->Shutdown();  // a send blocked on a stopped peer returns
+  if (compute.joinable()) compute.join();
+  std::lock_guard<std::mutex> lk(mu);
+  Log(LogLevel::kInfo, "dropping layers [{}, {}) of epoch {}", model->first_layer(),
+      model->last_layer(), epoch);
+  work.clear();
+  model.reset();
+  kv.reset();
+  swap.reset();
+  pool.reset();
+  file.reset();
+  coordinator.reset();
+  downstream.reset();
+  stage_stop = false;
+}
+
 Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<net::Conn>& from) {
-  if (model)
-    return Errorf("this node already serves layers [{}, {})", model->first_layer(),
-                  model->last_layer());
+  DropStage();
   const std::string& f = a.model_file;
   if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
       f == "." || f == "..")
@@ -269,9 +302,11 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
   coordinator = from;
   downstream = down;
   link = a.config.link_dtype;
+  epoch = a.epoch;
+  work.clear();
   compute = std::thread([this] { ComputeLoop(); });
-  Log(LogLevel::kInfo, "serving layers [{}, {}) of {} ({} KV blocks)", a.first_layer, a.last_layer,
-      f, a.n_blocks);
+  Log(LogLevel::kInfo, "serving layers [{}, {}) of {} ({} KV blocks, epoch {})", a.first_layer,
+      a.last_layer, f, a.n_blocks, a.epoch);
   return Status::Ok();
 }
 
@@ -280,10 +315,16 @@ void NodeAgent::Impl::ComputeLoop() {
     net::Frame f;
     {
       std::unique_lock<std::mutex> lk(mu);
-      cv.wait(lk, [&] { return stop.load() || !work.empty(); });
-      if (stop) return;
+      cv.wait(lk, [&] { return stop.load() || stage_stop || !work.empty(); });
+      if (stop || stage_stop) return;
       f = std::move(work.front());
       work.pop_front();
+      // Work of another plan (a late frame from a node evicted at an older epoch, or queued
+      // before this assignment) is never applied: its KV rows would not match this plan's.
+      if (f.tag.epoch != epoch) {
+        Log(LogLevel::kDebug, "dropped a frame of epoch {} (serving epoch {})", f.tag.epoch, epoch);
+        continue;
+      }
     }
     if (Status s = RunWork(f); !s.ok()) {
       // A bad micro-batch fails this link's work, never the process: the coordinator sees

@@ -126,8 +126,9 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
     const EngineStats es = loop_ ? loop_->stats() : EngineStats{};
     std::vector<StageMetrics> stages;
     if (ready_ && model_.stage_metrics) stages = model_.stage_metrics();
-    ex->Respond(200, "text/plain; version=0.0.4; charset=utf-8",
-                metrics_->Render(es, loop_ ? loop_->n_pending() : 0, stages));
+    std::string text = metrics_->Render(es, loop_ ? loop_->n_pending() : 0, stages);
+    if (ready_ && model_.extra_metrics) text += model_.extra_metrics();
+    ex->Respond(200, "text/plain; version=0.0.4; charset=utf-8", text);
     return;
   }
   if (path.rfind("/v1/", 0) == 0 && !cfg_.api_key.empty()) {
@@ -183,7 +184,9 @@ void Server::HandleModels(const HttpRequest& req, std::shared_ptr<HttpExchange> 
 }
 
 void Server::HandleCluster(std::shared_ptr<HttpExchange> ex) {
-  Json c = model_.cluster.is_null() ? Json{{"mode", "local"}} : model_.cluster;
+  Json c = model_.cluster_now          ? model_.cluster_now()
+           : model_.cluster.is_null() ? Json{{"mode", "local"}}
+                                      : model_.cluster;
   const EngineStats es = loop_->stats();
   c["model"] = model_.info.name;
   c["requests_running"] = es.n_running;
@@ -266,6 +269,12 @@ void Server::HandleGeneration(const HttpRequest& req, std::shared_ptr<HttpExchan
   if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
   GenerationRequest g;
   if (auto e = ParseGenerationRequest(*body, chat, model_.info, &g)) return SendError(*ex, *e);
+  // A pipeline whose live nodes cannot hold the model refuses new work; requests in flight
+  // wait for the next plan.
+  if (model_.unavailable) {
+    const std::string why = model_.unavailable();
+    if (!why.empty()) return SendError(*ex, ApiError::Unavailable(why), {{"Retry-After", "1"}});
+  }
   int64_t waiting = loop_->n_pending();
   for (const auto& [p, j] : jobs_) waiting += j->waiting() ? 1 : 0;
   if (cfg_.max_queued_requests >= 0 && waiting >= cfg_.max_queued_requests)
