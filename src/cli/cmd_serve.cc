@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "cli/cluster_view.h"
@@ -20,7 +21,7 @@ namespace {
 
 // The cluster side of `serve --nodes`: the nodes, standbys, key and plan sizes.
 Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, dist::FailoverOptions* fo,
-                    net::ClusterKey* key) {
+                    std::optional<net::ClusterKey>* key) {
   dist::ClusterOptions* co = &fo->cluster;
   std::string key_file = a.cluster_key_file, link = a.link_dtype;
   if (!a.cluster_file.empty()) {
@@ -36,7 +37,8 @@ Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, dist::FailoverO
   if (!a.standby.empty()) fo->standby = SplitList(a.standby);
   if (key_file.empty())
     return Errorf("a cluster needs --cluster-key-file (or key_file in the cluster file)");
-  SHOAL_ASSIGN_OR_RETURN(*key, net::ClusterKey::LoadFile(key_file));
+  SHOAL_ASSIGN_OR_RETURN(net::ClusterKey k, net::ClusterKey::LoadFile(key_file));
+  key->emplace(std::move(k));
   const size_t slash = a.model.find_last_of('/');
   co->model_file = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
   co->plan.max_num_seqs = cfg.max_num_seqs;
@@ -110,9 +112,9 @@ int Serve(const ServeArgs& a) {
                     ? a.max_model_len
                     : static_cast<int32_t>(prof->hp.n_ctx_train > 0 ? prof->hp.n_ctx_train : 4096);
     dist::FailoverOptions fo;
-    net::ClusterKey key;
+    std::optional<net::ClusterKey> key;
     if (Status s = ClusterSetup(a, cfg, &fo, &key); !s.ok()) return Fail(s);
-    auto cl = dist::ConnectAndPlan(fo.cluster, *b->file, key);
+    auto cl = dist::ConnectAndPlan(fo.cluster, *b->file, *key);
     if (!cl.ok()) return Fail(cl.status());
     std::fprintf(stderr, "%s", planner::FormatPlan(cl->plan).c_str());
     return 0;
@@ -151,9 +153,9 @@ int Serve(const ServeArgs& a) {
       m.engine = std::move(*engine);
     } else {
       dist::FailoverOptions fo;
-      net::ClusterKey key;
+      std::optional<net::ClusterKey> key;
       if (Status s = ClusterSetup(a, cfg, &fo, &key); !s.ok()) return srv.SetFailed(s);
-      auto ex = dist::FailoverExecutor::Create(fo, *bundle.file, key, hp.n_vocab, hp.n_embd);
+      auto ex = dist::FailoverExecutor::Create(fo, *bundle.file, *key, hp.n_vocab, hp.n_embd);
       if (!ex.ok()) return srv.SetFailed(ex.status());
       std::unique_ptr<dist::FailoverExecutor> exec = std::move(*ex);
       const dist::FailoverStats first = exec->stats();
