@@ -80,7 +80,9 @@ cluster() { curl -s -m 5 "127.0.0.1:$PORT/v1/cluster"; }
 # Nodes by role now: stages (alive), standbys (whose process runs).
 stages() { cluster | python3 -c "import json,sys; [print(n['address']) for n in json.load(sys.stdin).get('nodes',[]) if n['role'].startswith('stage')]" | while read -r a; do name_of "$a"; done; }
 standbys() { cluster | python3 -c "import json,sys; [print(n['address']) for n in json.load(sys.stdin).get('nodes',[]) if n['role'] in ('standby','spare')]" | while read -r a; do n=$(name_of "$a"); [ -n "$n" ] && alive "$n" && echo "$n"; done; }
-pick() { shuf -n "$1" --random-source=<(yes $RANDOM); }
+# pick SEED N: N random lines of stdin (the seed comes from the caller: $RANDOM in a pipeline
+# runs in a subshell and would repeat).
+pick() { python3 -c "import random,sys; l=sys.stdin.read().split(); random.seed($1); print(' '.join(random.sample(l, min($2, len(l)))))"; }
 
 restore() {  # every node running and not stopped again (a killed one restarts on its port)
   for n in $NAMES; do
@@ -89,17 +91,18 @@ restore() {  # every node running and not stopped again (a killed one restarts o
   done
 }
 
-KINDS="kill1 kill2 kill_standby stop3 stop_dead restart all_lost"
+ALL_KINDS="kill1 kill2 kill_standby stop3 stop_dead restart all_lost"
+KINDS=${CHAOS_KINDS:-$ALL_KINDS}  # e.g. CHAOS_KINDS="kill1 stop3"
 trial() {
-  local kind=$1 i=$2 victims="" t_fault
+  local kind=$1 i=$2 victims="" t_fault r=$RANDOM
   rm -f "$TMP/started"
   python3 "$DIR/chaos_client.py" "$PORT" "$TMP/t$i.json" $N_REQ $MAX_TOK "$TMP/started" &
   local cp=$!
   for _ in $(seq 1 1500); do [ -f "$TMP/started" ] && break; sleep 0.02; done
   case $kind in
-    kill1) victims=$(stages | pick 1) ;;
-    kill2|restart|stop3|stop_dead) victims=$(stages | pick $([ $kind = kill2 ] && echo 2 || echo 1)) ;;
-    kill_standby) victims=$(standbys | pick 1) ;;
+    kill1|restart|stop3|stop_dead) victims=$(stages | pick $r 1) ;;
+    kill2) victims=$(stages | pick $r 2) ;;
+    kill_standby) victims=$(standbys | pick $r 1) ;;
     all_lost) victims=$NAMES ;;
   esac
   t_fault=$(date +%s.%N)
@@ -162,8 +165,12 @@ if [ "$TRIALS" = 0 ]; then
 else
   set -- $KINDS
   for i in $(seq 1 "$TRIALS"); do
-    # all_lost is rarer (1 in 14): it stalls every stream until a node returns.
-    r=$((RANDOM % 13)); k=$(echo $KINDS | cut -d' ' -f$((r < 12 ? r / 2 + 1 : 7)))
+    # all_lost is rarer (1 in 13): it stalls every stream until a node returns.
+    if [ "$KINDS" = "$ALL_KINDS" ]; then
+      r=$((RANDOM % 13)); k=$(echo $KINDS | cut -d' ' -f$((r < 12 ? r / 2 + 1 : 7)))
+    else
+      set -- $KINDS; shift $((RANDOM % $#)); k=$1
+    fi
     trial "$k" "$i"
   done
 fi

@@ -92,8 +92,10 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
       alive.emplace(addr, std::move(*l));
     }
   };
+  const double t0 = Now();
   for (const std::string& a : active_) probe(a);
   for (const std::string& a : standby_) probe(a);
+  const double t_probe = Now() - t0;
   // A dead node's place goes to the first live standby; the dead node becomes a standby
   // itself (taken again if it comes back).
   std::vector<std::string> active, standby = standby_, evicted;
@@ -128,7 +130,10 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
         cl->epoch = epoch;
         std::fprintf(stderr, "failover: plan of epoch %u\n%s", epoch,
                      planner::FormatPlan(cl->plan).c_str());
+        const double t1 = Now();
         SHOAL_RETURN_IF_ERROR(AssignLayers(*cl, opts_.cluster));
+        Log(LogLevel::kWarn, "failover: probed {} nodes in {:.3f} s, assigned in {:.3f} s",
+            alive.size(), t_probe, Now() - t1);
         {
           std::lock_guard<std::mutex> lk(mu_);
           active_ = active;
@@ -191,7 +196,7 @@ Status FailoverExecutor::Recover(const Status& why) {
   }
   ++kv_epoch_;
   const double dt = Now() - t0;
-  Log(LogLevel::kInfo, "failover: serving again at epoch {} after {:.3f} s", epoch_, dt);
+  Log(LogLevel::kWarn, "failover: serving again at epoch {} after {:.3f} s", epoch_, dt);
   std::lock_guard<std::mutex> lk(mu_);
   stats_.unavailable.clear();
   stats_.last_recovery_s = dt;

@@ -83,7 +83,9 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
   if (cl.manifest.tensors.empty() && cl.file) {
     SHOAL_ASSIGN_OR_RETURN(cl.manifest, BuildManifest(*cl.file));
   }
-  // Last stage first: each stage dials its downstream peer while loading.
+  // Every stage loads at once (a failover's recovery time is one load, not one per stage); a
+  // stage dials its downstream peer after loading, and every node greets a link whether it is
+  // assigned yet or not. Answers are read last stage first, serving any fetch on the way.
   for (size_t i = cl.plan.stages.size(); i-- > 0;) {
     const planner::Stage& st = cl.plan.stages[i];
     Assignment a;
@@ -95,7 +97,8 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
     a.swap_blocks = opts.swap_blocks;
     a.config = opts.plan;
     if (i + 1 < cl.plan.stages.size()) {
-      SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(cl.infos[i + 1].address));
+      const size_t next = static_cast<size_t>(cl.plan.stages[i + 1].node);
+      SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(cl.infos[next].address));
       a.next_host = hp.first;
       a.next_port = hp.second;
     }
@@ -103,13 +106,17 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
     net::Frame f;
     f.type = net::MsgType::kControl;
     f.payload = EncodeAssign(a);
-    SHOAL_RETURN_IF_ERROR(cl.conns[i]->Send(f));
+    SHOAL_RETURN_IF_ERROR(cl.conns[static_cast<size_t>(st.node)]->Send(f));
+  }
+  for (size_t i = cl.plan.stages.size(); i-- > 0;) {
+    const planner::Stage& st = cl.plan.stages[i];
+    net::Conn& c = *cl.conns[static_cast<size_t>(st.node)];
     for (;;) {
-      SHOAL_ASSIGN_OR_RETURN(net::Frame r, RecvControl(*cl.conns[i], kStepTimeoutMs, st.node_name));
+      SHOAL_ASSIGN_OR_RETURN(net::Frame r, RecvControl(c, kStepTimeoutMs, st.node_name));
       SHOAL_ASSIGN_OR_RETURN(ControlType t, ControlTypeOf(r.payload));
       if (t == ControlType::kFetch) {
         if (!cl.file) return Errorf("node {} asked for model data: no model here", st.node_name);
-        SHOAL_RETURN_IF_ERROR(ServeFetch(*cl.file, cl.file->path(), r.payload, *cl.conns[i])
+        SHOAL_RETURN_IF_ERROR(ServeFetch(*cl.file, cl.file->path(), r.payload, c)
                                   .Annotate("sending tensors to node " + st.node_name));
         continue;
       }
