@@ -20,18 +20,17 @@ nlohmann::json ClusterJson(const dist::FailoverStats& s) {
   for (const dist::MemberState& m : s.members)
     nodes.push_back(
         {{"name", m.name}, {"address", m.address}, {"role", m.role}, {"state", m.health}});
-  nlohmann::json j = {
-      {"mode", "pipeline"},
-      {"link_dtype", std::string(planner::LinkDTypeName(s.plan.config.link_dtype))},
-      {"stages", stages},
-      {"nodes", nodes},
-      {"epoch", s.epoch},
-      {"failovers", s.failovers},
-      {"replayed_tokens", s.replayed_tokens},
-      {"last_recovery_s", s.last_recovery_s},
-      {"recovery_s_max", s.recovery_s_max},
-      {"predicted_decode_tokens_per_s", s.plan.decode_tokens_per_s},
-      {"predicted_throughput_tokens_per_s", s.plan.throughput_tokens_per_s}};
+  nlohmann::json j = {{"mode", "pipeline"},
+                      {"link_dtype", std::string(planner::LinkDTypeName(s.plan.config.link_dtype))},
+                      {"stages", stages},
+                      {"nodes", nodes},
+                      {"epoch", s.epoch},
+                      {"failovers", s.failovers},
+                      {"replayed_tokens", s.replayed_tokens},
+                      {"last_recovery_s", s.last_recovery_s},
+                      {"recovery_s_max", s.recovery_s_max},
+                      {"predicted_decode_tokens_per_s", s.plan.decode_tokens_per_s},
+                      {"predicted_throughput_tokens_per_s", s.plan.throughput_tokens_per_s}};
   if (!s.last_failure.empty()) j["last_failure"] = s.last_failure;
   if (!s.unavailable.empty()) j["unavailable"] = s.unavailable;
   return j;

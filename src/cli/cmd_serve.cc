@@ -29,12 +29,14 @@ Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, dist::FailoverO
     SHOAL_ASSIGN_OR_RETURN(dist::ClusterFile cf, dist::LoadClusterFile(a.cluster_file));
     co->nodes = std::move(cf.nodes);
     co->overrides = std::move(cf.overrides);
+    fo->standby = std::move(cf.standby);
+    fo->standby_overrides = std::move(cf.standby_overrides);
     if (key_file.empty()) key_file = cf.key_file;
     if (!a.link_dtype_set && !cf.link_dtype.empty()) link = cf.link_dtype;
   } else {
     co->nodes = SplitList(a.nodes);
   }
-  if (!a.standby.empty()) fo->standby = SplitList(a.standby);
+  for (const std::string& s : SplitList(a.standby)) fo->standby.push_back(s);
   if (key_file.empty())
     return Errorf("a cluster needs --cluster-key-file (or key_file in the cluster file)");
   SHOAL_ASSIGN_OR_RETURN(net::ClusterKey k, net::ClusterKey::LoadFile(key_file));
@@ -160,8 +162,8 @@ int Serve(const ServeArgs& a) {
       std::unique_ptr<dist::FailoverExecutor> exec = std::move(*ex);
       const dist::FailoverStats first = exec->stats();
       std::fprintf(stderr, "%s", planner::FormatPlan(first.plan).c_str());
-      const int32_t blocks = static_cast<int32_t>(
-          planner::KvTokensPerLayer(fo.cluster.plan) / fo.cluster.plan.block_size);
+      const int32_t blocks = static_cast<int32_t>(planner::KvTokensPerLayer(fo.cluster.plan) /
+                                                  fo.cluster.plan.block_size);
       const int32_t n_stages = static_cast<int32_t>(first.plan.stages.size());
       cfg.pipeline_groups = a.pipeline_groups > 0 ? a.pipeline_groups : n_stages;
       // Overlapped groups fill the pipeline themselves: one micro-batch per group step.

@@ -58,9 +58,11 @@ void FailoverExecutor::SetMicroBatches(std::function<int32_t(int32_t)> f) {
 }
 
 void FailoverExecutor::Install(Cluster cl) {
-  auto exec = std::make_unique<RemoteExecutor>(std::move(cl), n_vocab_, n_embd_, opts_.cluster.watch);
+  auto exec =
+      std::make_unique<RemoteExecutor>(std::move(cl), n_vocab_, n_embd_, opts_.cluster.watch);
   const planner::Plan& plan = exec->cluster().plan;
-  if (micro_batches_) exec->SetMicroBatches(micro_batches_(static_cast<int32_t>(plan.stages.size())));
+  if (micro_batches_)
+    exec->SetMicroBatches(micro_batches_(static_cast<int32_t>(plan.stages.size())));
   std::vector<std::string> names, addrs;
   for (const planner::Stage& st : plan.stages) {
     names.push_back(st.node_name);
@@ -84,6 +86,8 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
     NodeOverride o;
     for (size_t i = 0; i < opts_.cluster.nodes.size() && i < opts_.cluster.overrides.size(); ++i)
       if (opts_.cluster.nodes[i] == addr) o = opts_.cluster.overrides[i];
+    for (size_t i = 0; i < opts_.standby.size() && i < opts_.standby_overrides.size(); ++i)
+      if (opts_.standby[i] == addr) o = opts_.standby_overrides[i];
     auto l = ConnectNode(addr, o, key_, opts_.probe_timeout_ms);
     std::lock_guard<std::mutex> lk(mu_);
     health_[addr] = l.ok() ? "alive" : "dead";
@@ -105,9 +109,8 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
       continue;
     }
     evicted.push_back(a);
-    auto s = std::find_if(standby.begin(), standby.end(), [&](const std::string& x) {
-      return alive.count(x) > 0;
-    });
+    auto s = std::find_if(standby.begin(), standby.end(),
+                          [&](const std::string& x) { return alive.count(x) > 0; });
     if (s == standby.end()) continue;
     Log(LogLevel::kInfo, "failover: standby {} takes the place of {}", *s, a);
     active.push_back(*s);

@@ -18,8 +18,9 @@
 namespace shoal::dist {
 
 struct FailoverOptions {
-  ClusterOptions cluster;            // nodes: the first plan's, in pipeline order
-  std::vector<std::string> standby;  // spares, in the order they replace dead nodes
+  ClusterOptions cluster;                       // nodes: the first plan's, in pipeline order
+  std::vector<std::string> standby;             // spares, in the order they replace dead nodes
+  std::vector<NodeOverride> standby_overrides;  // [standby] (may be shorter)
   // Probing a node during recovery: connect, authenticate and read its info within this long.
   // 1 s: loopback and LAN answer in milliseconds; a stopped process never does.
   int64_t probe_timeout_ms = 1000;
@@ -40,14 +41,14 @@ struct MemberState {
 struct FailoverStats {
   uint32_t epoch = 0;
   int64_t failovers = 0;
-  int64_t replayed_tokens = 0;        // prompt and generated tokens recomputed after failovers
-  double last_recovery_s = 0;         // failure detected -> new plan loaded
-  double recovery_s_total = 0;        // sum over failovers
+  int64_t replayed_tokens = 0;  // prompt and generated tokens recomputed after failovers
+  double last_recovery_s = 0;   // failure detected -> new plan loaded
+  double recovery_s_total = 0;  // sum over failovers
   double recovery_s_max = 0;
-  std::string last_failure;           // why the last failover began
-  std::string unavailable;            // non-empty while no plan fits: new requests get 503
+  std::string last_failure;  // why the last failover began
+  std::string unavailable;   // non-empty while no plan fits: new requests get 503
   std::vector<MemberState> members;
-  planner::Plan plan;                 // the current plan
+  planner::Plan plan;                        // the current plan
   std::vector<std::string> stage_addresses;  // [stage]
 };
 
@@ -105,7 +106,7 @@ class FailoverExecutor final : public Executor {
   FailoverStats stats_;
   std::shared_ptr<StageStats> stage_stats_;
   std::vector<std::string> stage_names_;
-  std::map<std::string, std::string> names_;  // address -> node name, once known
+  std::map<std::string, std::string> names_;   // address -> node name, once known
   std::map<std::string, std::string> health_;  // address -> last probed health
 };
 

@@ -118,7 +118,8 @@ Result<net::Frame> LinkWatch::NextResult(size_t i, int64_t timeout_ms) {
     const std::string silent = DeadReason();
     lk.lock();
     if (!silent.empty()) return Errorf("{}", silent);
-    if (NowMs() >= t_end) return Errorf("no step result from node {} within {} ms", names_[i], timeout_ms);
+    if (NowMs() >= t_end)
+      return Errorf("no step result from node {} within {} ms", names_[i], timeout_ms);
     cv_.wait_for(lk, std::chrono::milliseconds(kPollMs));
   }
 }
@@ -134,7 +135,8 @@ std::vector<net::HeartbeatMonitor::PeerState> LinkWatch::States() const {
   }
   std::lock_guard<std::mutex> lk(mu_);
   for (size_t i = 0; i < out.size(); ++i)
-    if (conns_[i]->state() != net::LinkState::kOpen && !stop_) out[i].health = net::PeerHealth::kDead;
+    if (conns_[i]->state() != net::LinkState::kOpen && !stop_)
+      out[i].health = net::PeerHealth::kDead;
   return out;
 }
 

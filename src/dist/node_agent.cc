@@ -89,8 +89,8 @@ struct NodeAgent::Impl {
   std::unique_ptr<ThreadPool> pool;
   std::shared_ptr<net::Conn> coordinator, downstream;
   planner::LinkDType link = planner::LinkDType::kF32;
-  uint32_t epoch = 0;  // of the assignment served; work of any other epoch is dropped
-  Assignment assigned;  // the one served (compared with the next, to keep the layers)
+  uint32_t epoch = 0;       // of the assignment served; work of any other epoch is dropped
+  Assignment assigned;      // the one served (compared with the next, to keep the layers)
   bool stage_stop = false;  // guarded by mu: the compute thread ends (a new assignment)
   std::thread compute;
 

@@ -184,7 +184,7 @@ void Server::HandleModels(const HttpRequest& req, std::shared_ptr<HttpExchange> 
 }
 
 void Server::HandleCluster(std::shared_ptr<HttpExchange> ex) {
-  Json c = model_.cluster_now          ? model_.cluster_now()
+  Json c = model_.cluster_now         ? model_.cluster_now()
            : model_.cluster.is_null() ? Json{{"mode", "local"}}
                                       : model_.cluster;
   const EngineStats es = loop_->stats();
