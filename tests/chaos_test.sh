@@ -2,8 +2,8 @@
 # Chaos suite (docs/CLUSTER.md, "Failover"): a loopback cluster of 4 `shoal node` stages and
 # a standby behind `shoal serve`, streaming greedy and seeded-sampling requests while nodes are
 # killed (-9, one or two at once, the standby), stopped (SIGSTOP 3 s: the grace period; 5 s:
-# past --dead-ms), restarted with the same identity during recovery, or all lost (503 until a
-# node comes back). Every trial checks that every request completes with exactly the chunks of
+# past --dead-ms), restarted with the same identity during recovery, drained (`shoal node
+# drain`, then joined back), or all lost (503 until a node comes back). Every trial checks that every request completes with exactly the chunks of
 # an undisturbed run (no token lost, duplicated or changed) and records the recovery time
 # (fault to the next chunk).
 #   chaos_test.sh SHOAL            one trial of each kind (ctest, label e2e)
@@ -14,7 +14,7 @@ DIR=$(cd "$(dirname "$0")" && pwd)
 TMP=$(mktemp -d)
 SEED=${CHAOS_SEED:-$$}
 RANDOM=$SEED
-N_REQ=4 MAX_TOK=${CHAOS_MAX_TOKENS:-160}
+N_REQ=4 MAX_TOK=${CHAOS_MAX_TOKENS:-400}
 DEAD_MS=4000
 fails=0
 PIDS=()
@@ -91,7 +91,10 @@ restore() {  # every node running and not stopped again (a killed one restarts o
   done
 }
 
-ALL_KINDS="kill1 kill2 kill_standby stop3 stop_dead restart all_lost"
+ALL_KINDS="kill1 kill2 kill_standby stop3 stop_dead restart drain all_lost"
+# Random trials draw from this list: all_lost (every stream stalls until a node returns) is
+# half as likely as each other kind.
+WEIGHTED="kill1 kill1 kill2 kill2 kill_standby kill_standby stop3 stop3 stop_dead stop_dead restart restart drain drain all_lost"
 KINDS=${CHAOS_KINDS:-$ALL_KINDS}  # e.g. CHAOS_KINDS="kill1 stop3"
 trial() {
   local kind=$1 i=$2 victims="" t_fault r=$RANDOM
@@ -100,7 +103,7 @@ trial() {
   local cp=$!
   for _ in $(seq 1 1500); do [ -f "$TMP/started" ] && break; sleep 0.02; done
   case $kind in
-    kill1|restart|stop3|stop_dead) victims=$(stages | pick $r 1) ;;
+    kill1|restart|stop3|stop_dead|drain) victims=$(stages | pick $r 1) ;;
     kill2) victims=$(stages | pick $r 2) ;;
     kill_standby) victims=$(standbys | pick $r 1) ;;
     all_lost) victims=$NAMES ;;
@@ -109,6 +112,7 @@ trial() {
   local extra=""
   case $kind in
     kill1|kill2|kill_standby) for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")"; done ;;
+    drain) for v in $victims; do "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || extra="drain $v failed"; done ;;
     restart) for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")"; wait "$(cat "$TMP/$v.pid")" 2>/dev/null; start_node "$v" "$(cat "$TMP/$v.port")" > /dev/null; done ;;
     stop3) for v in $victims; do kill -STOP "$(cat "$TMP/$v.pid")"; done; sleep 3; for v in $victims; do kill -CONT "$(cat "$TMP/$v.pid")"; done ;;
     stop_dead) for v in $victims; do kill -STOP "$(cat "$TMP/$v.pid")"; done; sleep $((DEAD_MS / 1000 + 1)); for v in $victims; do kill -CONT "$(cat "$TMP/$v.pid")"; done ;;
@@ -125,6 +129,9 @@ trial() {
       start_node n3 "$(cat "$TMP/n3.port")" > /dev/null ;;
   esac
   wait $cp
+  if [ $kind = drain ]; then  # the drained node joins again, as a standby
+    for v in $victims; do "$SHOAL" node join "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || extra="join $v failed"; done
+  fi
   restore
   local verdict
   verdict=$(python3 - "$TMP/ref.json" "$TMP/t$i.json" "$t_fault" <<'PY'
@@ -165,12 +172,8 @@ if [ "$TRIALS" = 0 ]; then
 else
   set -- $KINDS
   for i in $(seq 1 "$TRIALS"); do
-    # all_lost is rarer (1 in 13): it stalls every stream until a node returns.
-    if [ "$KINDS" = "$ALL_KINDS" ]; then
-      r=$((RANDOM % 13)); k=$(echo $KINDS | cut -d' ' -f$((r < 12 ? r / 2 + 1 : 7)))
-    else
-      set -- $KINDS; shift $((RANDOM % $#)); k=$1
-    fi
+    if [ "$KINDS" = "$ALL_KINDS" ]; then set -- $WEIGHTED; else set -- $KINDS; fi
+    shift $((RANDOM % $#)); k=$1
     trial "$k" "$i"
   done
 fi

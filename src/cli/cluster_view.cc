@@ -26,6 +26,7 @@ nlohmann::json ClusterJson(const dist::FailoverStats& s) {
                       {"nodes", nodes},
                       {"epoch", s.epoch},
                       {"failovers", s.failovers},
+                      {"drains", s.drains},
                       {"replayed_tokens", s.replayed_tokens},
                       {"last_recovery_s", s.last_recovery_s},
                       {"recovery_s_max", s.recovery_s_max},

@@ -174,6 +174,8 @@ int Serve(const ServeArgs& a) {
       m.cluster_now = [fx] { return ClusterJson(fx->stats()); };
       m.extra_metrics = [fx] { return FailoverMetrics(fx->stats()); };
       m.unavailable = [fx] { return fx->Unavailable(); };
+      m.drain = [fx](const std::string& node) { return fx->Drain(node); };
+      m.join = [fx](const std::string& node) { return fx->Join(node); };
       m.stage_metrics = [fx] {
         std::vector<server::StageMetrics> out;
         const std::vector<dist::StageLoad> loads = fx->StageLoads();

@@ -96,14 +96,26 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
       alive.emplace(addr, std::move(*l));
     }
   };
+  std::vector<std::string> act0, stb0;
+  {
+    // Drained nodes leave the membership (until they join again).
+    std::lock_guard<std::mutex> lk(mu_);
+    auto drained = [&](const std::string& a) {
+      return std::find(drained_.begin(), drained_.end(), a) != drained_.end();
+    };
+    std::erase_if(active_, drained);
+    std::erase_if(standby_, drained);
+    act0 = active_;
+    stb0 = standby_;
+  }
   const double t0 = Now();
-  for (const std::string& a : active_) probe(a);
-  for (const std::string& a : standby_) probe(a);
+  for (const std::string& a : act0) probe(a);
+  for (const std::string& a : stb0) probe(a);
   const double t_probe = Now() - t0;
   // A dead node's place goes to the first live standby; the dead node becomes a standby
   // itself (taken again if it comes back).
-  std::vector<std::string> active, standby = standby_, evicted;
-  for (const std::string& a : active_) {
+  std::vector<std::string> active, standby = stb0, evicted;
+  for (const std::string& a : act0) {
     if (alive.count(a)) {
       active.push_back(a);
       continue;
@@ -117,11 +129,18 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
     standby.erase(s);
   }
   for (const std::string& e : evicted) standby.push_back(e);
-  {
+  // Publishes the lists, keeping nodes that joined meanwhile (Join appends under mu_).
+  auto publish = [&](const std::vector<std::string>& act, std::vector<std::string> stb) {
     std::lock_guard<std::mutex> lk(mu_);
-    active_ = active;
-    standby_ = standby;
-  }
+    for (const std::string& x : standby_)
+      if (std::find(stb.begin(), stb.end(), x) == stb.end() &&
+          std::find(act.begin(), act.end(), x) == act.end() &&
+          std::find(drained_.begin(), drained_.end(), x) == drained_.end())
+        stb.push_back(x);
+    active_ = act;
+    standby_ = std::move(stb);
+  };
+  publish(active, standby);
   // Plan over the actives; if they cannot hold the model, add live standbys one at a time.
   Status last = Errorf("no live node");
   for (;;) {
@@ -137,11 +156,7 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
         SHOAL_RETURN_IF_ERROR(AssignLayers(*cl, opts_.cluster));
         Log(LogLevel::kWarn, "failover: probed {} nodes in {:.3f} s, assigned in {:.3f} s",
             alive.size(), t_probe, Now() - t1);
-        {
-          std::lock_guard<std::mutex> lk(mu_);
-          active_ = active;
-          standby_ = standby;
-        }
+        publish(active, standby);
         Install(std::move(*cl));
         return Status::Ok();
       }
@@ -156,15 +171,60 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
   return last.Annotate("the live nodes cannot hold the model");
 }
 
-Status FailoverExecutor::Recover(const Status& why) {
+Status FailoverExecutor::Drain(const std::string& node) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto is = [&](const std::string& a) {
+    auto n = names_.find(a);
+    return a == node || (n != names_.end() && n->second == node);
+  };
+  // A standby leaves at once; a node in the plan at the next step (a re-plan without it).
+  auto sb = std::find_if(standby_.begin(), standby_.end(), is);
+  if (sb != standby_.end()) {
+    Log(LogLevel::kWarn, "drain: standby {} left the cluster", *sb);
+    standby_.erase(sb);
+    return Status::Ok();
+  }
+  auto ac = std::find_if(active_.begin(), active_.end(), is);
+  if (ac == active_.end()) return Errorf("no node '{}' in the cluster", node);
+  if (std::find(drained_.begin(), drained_.end(), *ac) == drained_.end()) drained_.push_back(*ac);
+  replan_ = true;
+  Log(LogLevel::kWarn, "drain: {} leaves the cluster at the next step", *ac);
+  return Status::Ok();
+}
+
+Status FailoverExecutor::Join(const std::string& address) {
+  SHOAL_ASSIGN_OR_RETURN(auto hp, net::ParseHostPort(address));
+  if (hp.second == 0) return Errorf("bad port in '{}'", address);
+  std::lock_guard<std::mutex> lk(mu_);
+  if (std::erase(drained_, address) > 0) {
+    for (const std::vector<std::string>* list : {&active_, &standby_})
+      if (std::find(list->begin(), list->end(), address) != list->end()) {
+        Log(LogLevel::kWarn, "join: {} stays (its drain had not happened yet)", address);
+        return Status::Ok();
+      }
+  }
+  for (const std::vector<std::string>* list : {&active_, &standby_})
+    if (std::find(list->begin(), list->end(), address) != list->end())
+      return Errorf("{} is already a member", address);
+  standby_.push_back(address);  // TryPlan works on copies and keeps what joined meanwhile
+  health_[address] = "unknown";
+  Log(LogLevel::kWarn, "join: {} is a standby", address);
+  return Status::Ok();
+}
+
+Status FailoverExecutor::Recover(const Status& why, bool planned) {
   const double t0 = Now();
-  Log(LogLevel::kWarn, "failover: {}", why.message());
+  Log(LogLevel::kWarn, "{}: {}", planned ? "re-plan" : "failover", why.message());
   for (const auto& [seq, rows] : computed_) replay_[seq] = std::max(replay_[seq], rows);
   computed_.clear();
   {
     std::lock_guard<std::mutex> lk(mu_);
-    ++stats_.failovers;
-    stats_.last_failure = why.message();
+    if (planned) {
+      ++stats_.drains;
+    } else {
+      ++stats_.failovers;
+      stats_.last_failure = why.message();
+    }
     if (inner_) {
       const auto states = inner_->LinkStates();
       const auto& infos = inner_->cluster().infos;
@@ -202,6 +262,7 @@ Status FailoverExecutor::Recover(const Status& why) {
   Log(LogLevel::kWarn, "failover: serving again at epoch {} after {:.3f} s", epoch_, dt);
   std::lock_guard<std::mutex> lk(mu_);
   stats_.unavailable.clear();
+  if (planned) return Status::Ok();
   stats_.last_recovery_s = dt;
   stats_.recovery_s_total += dt;
   stats_.recovery_s_max = std::max(stats_.recovery_s_max, dt);
@@ -242,6 +303,11 @@ Status FailoverExecutor::Run(const Batch& batch, std::vector<float>* logits) {
 Status FailoverExecutor::Submit(const Batch& batch) {
   // A failed submit or collect re-plans and bumps kv_epoch: the engine voids this step and the
   // ones in flight and replays every sequence (engine.h, kv_epoch).
+  if (replan_.exchange(false)) {
+    // A drain: re-plan now (steps in flight are voided and replayed with the others).
+    SHOAL_RETURN_IF_ERROR(Recover(Errorf("a node was drained"), true));
+    return Status::Ok();
+  }
   if (!inner_) return Recover(Errorf("no plan"));
   CountReplay(batch);
   const Status s = inner_->Submit(batch);
@@ -267,6 +333,8 @@ FailoverStats FailoverExecutor::stats() const {
     m.role = "spare";
     for (size_t s = 0; s < stats_.stage_addresses.size(); ++s)
       if (stats_.stage_addresses[s] == m.address) m.role = "stage " + std::to_string(s);
+    if (std::find(drained_.begin(), drained_.end(), m.address) != drained_.end())
+      m.role = "draining";
     auto h = health_.find(m.address);
     m.health = i < states.size() && inner_ ? net::PeerHealthName(states[i].health)
                                            : (h == health_.end() ? "unknown" : h->second);

@@ -41,6 +41,7 @@ struct MemberState {
 struct FailoverStats {
   uint32_t epoch = 0;
   int64_t failovers = 0;
+  int64_t drains = 0;
   int64_t replayed_tokens = 0;  // prompt and generated tokens recomputed after failovers
   double last_recovery_s = 0;   // failure detected -> new plan loaded
   double recovery_s_total = 0;  // sum over failovers
@@ -77,6 +78,13 @@ class FailoverExecutor final : public Executor {
   std::vector<std::string> StageNames() const;
   // Thread-safe: the reason new requests are refused now ("" when serving).
   std::string Unavailable() const;
+  // Thread-safe: removes a node (address or name) from the cluster. At the next step the
+  // pipeline re-plans without it (a planned failover: requests in flight replay, none is lost);
+  // the node may then be stopped. Error for an unknown node.
+  Status Drain(const std::string& node);
+  // Thread-safe: adds a node (HOST:PORT) as a standby (a drained one comes back). It takes a
+  // dead node's place at the next failover, or a plan's when the live ones cannot hold it.
+  Status Join(const std::string& address);
   // Thread-safe: a recovery in progress gives up at its next attempt.
   void Stop() { stop_ = true; }
 
@@ -84,7 +92,7 @@ class FailoverExecutor final : public Executor {
   FailoverExecutor(const FailoverOptions& opts, const gguf::File& file, net::ClusterKey key,
                    int64_t n_vocab, int64_t n_embd);
   // Re-plans until a plan loads (or Stop / give_up_ms); then bumps kv_epoch.
-  Status Recover(const Status& why);
+  Status Recover(const Status& why, bool planned = false);
   Status TryPlan(uint32_t epoch);  // one attempt over the members that answer
   void Install(Cluster cl);        // new inner executor; publishes stages and members
   void CountReplay(const Batch& batch);
@@ -98,6 +106,7 @@ class FailoverExecutor final : public Executor {
   uint64_t kv_epoch_ = 0;
   uint32_t epoch_ = 1;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> replan_{false};            // a drain asks for a new plan at the next step
   std::vector<std::string> active_, standby_;  // addresses: the plan's nodes; the spares
   // Replay accounting: per sequence, the KV rows computed before the last failover.
   std::map<int64_t, int32_t> computed_, replay_;
@@ -108,6 +117,7 @@ class FailoverExecutor final : public Executor {
   std::vector<std::string> stage_names_;
   std::map<std::string, std::string> names_;   // address -> node name, once known
   std::map<std::string, std::string> health_;  // address -> last probed health
+  std::vector<std::string> drained_;           // addresses removed by Drain
 };
 
 }  // namespace shoal::dist

@@ -141,7 +141,8 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   }
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
                      path == "/tokenize" || path == "/detokenize" || path == "/v1/models" ||
-                     path == "/v1/cluster" || path.rfind("/v1/models/", 0) == 0;
+                     path == "/v1/cluster" || path == "/v1/cluster/drain" ||
+                     path == "/v1/cluster/join" || path.rfind("/v1/models/", 0) == 0;
   if (!known) {
     SendError(*ex, ApiError::NotFound(path));
     return;
@@ -163,6 +164,19 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   if (path == "/tokenize") return HandleTokenize(req, std::move(ex));
   if (path == "/detokenize") return HandleDetokenize(req, std::move(ex));
   if (path == "/v1/cluster") return HandleCluster(std::move(ex));
+  if (path == "/v1/cluster/drain" || path == "/v1/cluster/join") {
+    const bool join = path == "/v1/cluster/join";
+    const auto& fn = join ? model_.join : model_.drain;
+    if (!fn) return SendError(*ex, ApiError::BadRequest("this server is not a cluster"));
+    auto body = ParseJsonObject(req.body);
+    if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
+    auto node = GetString(*body, "node");
+    if (!node.ok() || !node->has_value())
+      return SendError(*ex, ApiError::BadRequest("'node' (a name or address) is required", "node"));
+    const Status s = fn(**node);
+    if (!s.ok()) return SendError(*ex, ApiError::BadRequest(s.message(), "node"));
+    return ex->Respond(200, kJson, DumpJson(Json{{join ? "joined" : "draining", **node}}));
+  }
   return HandleModels(req, std::move(ex));
 }
 

@@ -41,6 +41,9 @@ struct ServedModel {
   std::function<std::string()> unavailable;
   std::function<nlohmann::json()> cluster_now;
   std::function<std::string()> extra_metrics;
+  // POST /v1/cluster/drain {"node": NAME_OR_ADDRESS}: takes the node out (no request dropped).
+  // POST /v1/cluster/join {"node": HOST:PORT}: adds a standby.
+  std::function<Status(const std::string&)> drain, join;
 };
 
 class Server {
