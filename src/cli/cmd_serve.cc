@@ -1,4 +1,5 @@
 // `shoal serve`: the OpenAI-compatible HTTP server over one local engine.
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -128,6 +129,9 @@ int Serve(const ServeArgs& a) {
                srv.port(), a.model.c_str());
   // The model loads while /health already answers 503.
   Bundle bundle;
+  // Set by the loader: stopped after the server drains, so an engine thread waiting for nodes
+  // (nothing fits) gives up and the process exits.
+  std::atomic<dist::FailoverExecutor*> failover{nullptr};
   std::thread loader([&] {
     const bool local = a.nodes.empty() && a.cluster_file.empty();
     auto b = LoadBundle(a.model, local);
@@ -171,6 +175,7 @@ int Serve(const ServeArgs& a) {
       exec->SetMicroBatches(
           [groups](int32_t stages) { return groups > 1 ? std::max(1, stages / groups) : stages; });
       dist::FailoverExecutor* fx = exec.get();  // owned by the engine, which outlives m's views
+      failover = fx;
       m.cluster_now = [fx] { return ClusterJson(fx->stats()); };
       m.extra_metrics = [fx] { return FailoverMetrics(fx->stats()); };
       m.unavailable = [fx] { return fx->Unavailable(); };
@@ -215,6 +220,7 @@ int Serve(const ServeArgs& a) {
   });
   const Status s = srv.Run();
   loader.join();
+  if (dist::FailoverExecutor* fx = failover.load()) fx->Stop();
   if (!s.ok()) return Fail(s);
   std::fprintf(stderr, "shoal serve: stopped\n");
   return 0;
