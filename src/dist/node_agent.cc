@@ -77,7 +77,13 @@ struct NodeAgent::Impl {
   std::unique_ptr<net::Listener> listener;
   planner::NodeInfo info;
   std::atomic<bool> stop{false};
-  std::vector<std::thread> links;
+  // Link threads with a flag each sets when it ends: the accept loop joins ended ones, since a
+  // coordinator probing during failover opens a link every 0.5 s.
+  struct LinkThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<LinkThread> links;
 
   // Stage state, set by an assignment (guarded by mu until the compute thread owns it).
   std::mutex mu;
@@ -128,7 +134,7 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(const NodeOptions& opts, net
 NodeAgent::~NodeAgent() {
   Stop();
   for (auto& t : impl_->links)
-    if (t.joinable()) t.join();
+    if (t.thread.joinable()) t.thread.join();
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->cv.notify_all();
@@ -154,7 +160,17 @@ Status NodeAgent::Run() {
     }
     if (!*conn) continue;
     std::shared_ptr<net::Conn> c(std::move(*conn));
-    m.links.emplace_back([&m, c] { m.ServeLink(c); });
+    std::erase_if(m.links, [](auto& t) {
+      if (!t.done->load()) return false;
+      t.thread.join();
+      return true;
+    });
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    m.links.push_back({std::thread([&m, c, done] {
+                         m.ServeLink(c);
+                         *done = true;
+                       }),
+                       done});
   }
   return Status::Ok();
 }
