@@ -109,8 +109,13 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
     stb0 = standby_;
   }
   const double t0 = Now();
-  for (const std::string& a : act0) probe(a);
-  for (const std::string& a : stb0) probe(a);
+  {
+    // In parallel: a stopped node holds its probe for the whole probe timeout.
+    std::vector<std::thread> probes;
+    for (const std::vector<std::string>* list : {&act0, &stb0})
+      for (const std::string& a : *list) probes.emplace_back(probe, a);
+    for (std::thread& t : probes) t.join();
+  }
   const double t_probe = Now() - t0;
   // A dead node's place goes to the first live standby; the dead node becomes a standby
   // itself (taken again if it comes back).
