@@ -137,6 +137,9 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
   // Publishes the lists, keeping nodes that joined meanwhile (Join appends under mu_).
   auto publish = [&](const std::vector<std::string>& act, std::vector<std::string> stb) {
     std::lock_guard<std::mutex> lk(mu_);
+    std::erase_if(stb, [&](const std::string& x) {  // drained while this plan was made
+      return std::find(drained_.begin(), drained_.end(), x) != drained_.end();
+    });
     for (const std::string& x : standby_)
       if (std::find(stb.begin(), stb.end(), x) == stb.end() &&
           std::find(act.begin(), act.end(), x) == act.end() &&
@@ -186,6 +189,8 @@ Status FailoverExecutor::Drain(const std::string& node) {
   auto sb = std::find_if(standby_.begin(), standby_.end(), is);
   if (sb != standby_.end()) {
     Log(LogLevel::kWarn, "drain: standby {} left the cluster", *sb);
+    if (std::find(drained_.begin(), drained_.end(), *sb) == drained_.end())
+      drained_.push_back(*sb);
     standby_.erase(sb);
     return Status::Ok();
   }
