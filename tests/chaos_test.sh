@@ -124,7 +124,7 @@ trial() {
         code=$(curl -s -o "$TMP/503.json" -w '%{http_code}' -m 5 "127.0.0.1:$PORT/v1/completions" -d '{"prompt":"x","max_tokens":1}')
         [ "$code" = 503 ] && break; sleep 0.05
       done
-      [ "$code" = 503 ] && grep -q "cannot hold\|no live" "$TMP/503.json" || extra="new request got $code, not 503 with the reason ($(head -c 200 "$TMP/503.json"))"
+      [ "$code" = 503 ] && grep -q "cannot serve yet" "$TMP/503.json" || extra="new request got $code, not 503 with the reason ($(head -c 200 "$TMP/503.json"))"
       sleep 1
       start_node n3 "$(cat "$TMP/n3.port")" > /dev/null ;;
   esac

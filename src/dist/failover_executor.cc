@@ -189,8 +189,7 @@ Status FailoverExecutor::Drain(const std::string& node) {
   auto sb = std::find_if(standby_.begin(), standby_.end(), is);
   if (sb != standby_.end()) {
     Log(LogLevel::kWarn, "drain: standby {} left the cluster", *sb);
-    if (std::find(drained_.begin(), drained_.end(), *sb) == drained_.end())
-      drained_.push_back(*sb);
+    if (std::find(drained_.begin(), drained_.end(), *sb) == drained_.end()) drained_.push_back(*sb);
     standby_.erase(sb);
     return Status::Ok();
   }
@@ -257,7 +256,7 @@ Status FailoverExecutor::Recover(const Status& why, bool planned) {
     Log(LogLevel::kWarn, "failover: no plan yet: {}", s.message());
     {
       std::lock_guard<std::mutex> lk(mu_);
-      stats_.unavailable = s.message();
+      stats_.unavailable = "the cluster lost nodes and cannot serve yet: " + s.message();
     }
     if (opts_.give_up_ms > 0 && (Now() - t0) * 1e3 > static_cast<double>(opts_.give_up_ms)) {
       std::lock_guard<std::mutex> lk(mu_);
