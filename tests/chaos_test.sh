@@ -15,7 +15,7 @@ TMP=$(mktemp -d)
 SEED=${CHAOS_SEED:-$$}
 RANDOM=$SEED
 N_REQ=4 MAX_TOK=${CHAOS_MAX_TOKENS:-400}
-DEAD_MS=4000
+DEAD_MS=${CHAOS_DEAD_MS:-4000}  # 4 s: a 3 s SIGSTOP stays within the grace period
 fails=0
 PIDS=()
 cleanup() {

@@ -88,7 +88,9 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
       if (opts_.cluster.nodes[i] == addr) o = opts_.cluster.overrides[i];
     for (size_t i = 0; i < opts_.standby.size() && i < opts_.standby_overrides.size(); ++i)
       if (opts_.standby[i] == addr) o = opts_.standby_overrides[i];
-    auto l = ConnectNode(addr, o, key_, opts_.probe_timeout_ms);
+    const int64_t timeout =
+        opts_.probe_timeout_ms > 0 ? opts_.probe_timeout_ms : opts_.cluster.watch.suspect_ms;
+    auto l = ConnectNode(addr, o, key_, timeout);
     std::lock_guard<std::mutex> lk(mu_);
     health_[addr] = l.ok() ? "alive" : "dead";
     if (l.ok()) {

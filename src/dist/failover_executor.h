@@ -21,9 +21,10 @@ struct FailoverOptions {
   ClusterOptions cluster;                       // nodes: the first plan's, in pipeline order
   std::vector<std::string> standby;             // spares, in the order they replace dead nodes
   std::vector<NodeOverride> standby_overrides;  // [standby] (may be shorter)
-  // Probing a node during recovery: connect, authenticate and read its info within this long.
-  // 1 s: loopback and LAN answer in milliseconds; a stopped process never does.
-  int64_t probe_timeout_ms = 1000;
+  // Probing a node during recovery: connect, authenticate and read its info within this long
+  // (0: the suspect time, 300 ms by default: loopback and LAN answer in milliseconds, a stopped
+  // process never does, and the probes run in parallel, so this bounds the probe phase).
+  int64_t probe_timeout_ms = 0;
   // Between re-planning attempts while the survivors cannot hold the model (each probes every
   // known node again, so a node that joins or restarts is taken within this long).
   int64_t retry_ms = 500;
