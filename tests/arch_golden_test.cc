@@ -2,9 +2,12 @@
 // llama MoE files) against llama.cpp's greedy runs, batch invariance and pipeline splits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
+#include <span>
 
 #include "engine/engine.h"
 #include "golden_util.h"
@@ -19,11 +22,13 @@ struct ArchCase {
   std::string golden;  // relative to shared/testdata/golden
   bool f32;            // F32 weights: the 1e-4 alt-run tolerance applies
   // Quantized files: whether the alt run's greedy ids are asserted. kimi-k3's are reported only:
-  // its first-step logits match to 2.4e-7, but the KDA state is summed in another float order
-  // than ggml's fused gated_delta_net, and after 24-30 decode steps a last-bit drift flips a Q8_0
-  // activation rounding (the README measures up to 2.7 logit moves from such flips in kimi-k3).
+  // teacher-forced through llama.cpp's ids its step logits equal llama.cpp's to <= 4.8e-7 for 13-22
+  // decode steps (TeacherForcedUntilFirstFlip), and then one rounding flip (an F16 K/V element or
+  // a Q8_0 activation block landing on the other side of a rounding boundary after a last-bit
+  // difference) moves later logits by 1e-2..2; with the F32 cache that costs q8_0 p1 step 30
+  // (Shoal's top-2 gap there 3.4e-2) and q4_0 p2 step 24 (gap 0.18). docs/ARCHITECTURE.md has
+  // the analysis.
   bool strict_quant_ids = true;
-  bool splits = true;  // 2-stage split supported
 };
 
 std::vector<int32_t> Ids(const json& a) { return a.get<std::vector<int32_t>>(); }
@@ -191,33 +196,118 @@ TEST_P(ArchGolden, BatchInvariance) {
   }
 }
 
-// Two pipeline stages (layers [0, L/2) and [L/2, L)) give the one-process logits bit for bit.
+// Two pipeline stages (layers [0, k) and [k, L) for k = 1, L/2, L - 1) give the one-process
+// logits bit for bit: the prompt in one batch (every row's logits), then greedy decode steps
+// one token at a time, each stage with its own KV pool and recurrent-state slot.
 TEST_P(ArchGolden, TwoStageSplit) {
-  if (!GetParam().splits) GTEST_SKIP() << "pipeline stages not supported for this architecture";
   auto whole = Load(model_path_, DType::kF16, 2, 512);
   ASSERT_TRUE(whole);
   const int32_t L = static_cast<int32_t>(whole->model->hparams().n_layer);
-  auto a = Model::Load(*whole->file, LoadOptions{0, L / 2});
-  auto b = Model::Load(*whole->file, LoadOptions{L / 2, L});
-  ASSERT_TRUE(a.ok()) << a.status().message();
-  ASSERT_TRUE(b.ok()) << b.status().message();
-  auto kva = KvStore::Create((*a)->MakeKvLayout(64, whole->block_size, DType::kF16));
-  auto kvb = KvStore::Create((*b)->MakeKvLayout(64, whole->block_size, DType::kF16));
-  ASSERT_TRUE(kva.ok() && kvb.ok());
-  const std::vector<int32_t> ids = Ids(g_["prompts"][2]["prompt_ids"]);
-  const auto ref = RunSequence(*whole, ids, 0, static_cast<int>(ids.size()));
-  std::vector<int32_t> blocks = {0};
-  Batch batch;
-  batch.Add(1, ids, 0, blocks, false, true, TiledUntil(static_cast<int32_t>(ids.size())));
-  ForwardOutput oa, ob;
-  ASSERT_TRUE((*a)->Forward(batch, nullptr, *kva, whole->pool.get(), &oa).ok());
-  ASSERT_TRUE((*b)->Forward(batch, oa.hidden.data(), *kvb, whole->pool.get(), &ob).ok());
   const int64_t V = whole->model->hparams().n_vocab;
-  ASSERT_EQ(ob.logits.size(), ref.size() * static_cast<size_t>(V));
-  for (size_t r = 0; r < ref.size(); ++r)
-    EXPECT_TRUE(
-        std::equal(ref[r].begin(), ref[r].end(), ob.logits.begin() + static_cast<int64_t>(r) * V))
-        << "row " << r;
+  const std::vector<int32_t> prompt = Ids(g_["prompts"][2]["prompt_ids"]);
+  constexpr int kDecode = 6;  // steps after the prompt (the KDA state and KV carried over)
+  const int32_t n_pos = static_cast<int32_t>(prompt.size()) + kDecode;
+  std::vector<int32_t> blocks;
+  for (int32_t i = 0; i * whole->block_size < n_pos; ++i) blocks.push_back(i);
+  const int32_t tiled = TiledUntil(static_cast<int32_t>(prompt.size()));
+  // The reference: the whole model over the same steps.
+  auto kvw = KvStore::Create(whole->model->MakeKvLayout(64, whole->block_size, DType::kF16, 1));
+  ASSERT_TRUE(kvw.ok());
+  std::vector<std::vector<float>> ref;  // [step] logits; step 0 = every prompt row
+  std::vector<int32_t> ids = prompt;
+  {
+    Batch b;
+    b.Add(1, prompt, 0, blocks, false, true, tiled, 0);
+    ForwardOutput o;
+    ASSERT_TRUE(whole->model->Forward(b, nullptr, *kvw, whole->pool.get(), &o).ok());
+    ref.push_back(o.logits);
+    for (int s = 0; s < kDecode; ++s) {
+      ids.push_back(ArgMax(std::vector<float>(ref.back().end() - V, ref.back().end())));
+      Batch d;
+      d.Add(1, std::span<const int32_t>(&ids.back(), 1), static_cast<int32_t>(ids.size()) - 1,
+            blocks, true, false, tiled, 0);
+      ASSERT_TRUE(whole->model->Forward(d, nullptr, *kvw, whole->pool.get(), &o).ok());
+      ref.push_back(o.logits);
+    }
+  }
+  for (int32_t k : std::set<int32_t>{1, L / 2, L - 1}) {
+    auto a = Model::Load(*whole->file, LoadOptions{0, k});
+    auto b = Model::Load(*whole->file, LoadOptions{k, L});
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    auto kva = KvStore::Create((*a)->MakeKvLayout(64, whole->block_size, DType::kF16, 1));
+    auto kvb = KvStore::Create((*b)->MakeKvLayout(64, whole->block_size, DType::kF16, 1));
+    ASSERT_TRUE(kva.ok() && kvb.ok());
+    const size_t planes = static_cast<size_t>((*b)->HiddenPlanes(k));
+    for (int s = 0; s <= kDecode; ++s) {
+      Batch batch;
+      const int32_t pos0 = s == 0 ? 0 : static_cast<int32_t>(prompt.size()) + s - 1;
+      if (s == 0) {
+        batch.Add(1, prompt, 0, blocks, false, true, tiled, 0);
+      } else {
+        batch.Add(1, std::span<const int32_t>(&ids[static_cast<size_t>(pos0)], 1), pos0, blocks,
+                  true, false, tiled, 0);
+      }
+      ForwardOutput oa, ob;
+      ASSERT_TRUE((*a)->Forward(batch, nullptr, *kva, whole->pool.get(), &oa).ok());
+      ASSERT_EQ(oa.hidden.size(), planes * static_cast<size_t>(batch.n_rows()) *
+                                      static_cast<size_t>(whole->model->hparams().n_embd));
+      Status st = (*b)->Forward(batch, oa.hidden.data(), *kvb, whole->pool.get(), &ob);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_TRUE(ob.logits == ref[static_cast<size_t>(s)]) << "split at " << k << ", step " << s;
+    }
+  }
+}
+
+// Quantized files, teacher-forced through llama.cpp's main-run ids (F16 cache): each step's
+// top-5 logits must equal llama.cpp's to the last bits (<= kLastBits; measured <= 4.8e-7) until
+// the first discrete rounding flip, a step beyond kLastBits (an F16 K/V or Q8_0 activation
+// rounding that a last-bit difference sent the other way). That step must stay within the
+// file's main-vs-alt spread (llama.cpp's own F16-vs-F32 figure, as golden_test) and the prompt is
+// not compared further: after a flip, later steps move by 1e-2..2 (kimi-k3-q8_0 p3 step 27: 2.05, a
+// router choice with a 3.7e-3 gap flipped by the earlier 4e-2 move), as llama.cpp's own alt run
+// leaves its main run. Arg-max must agree on every compared step whose margin exceeds 2 x
+// kLastBits.
+TEST_P(ArchGolden, TeacherForcedUntilFirstFlip) {
+  if (GetParam().f32) GTEST_SKIP() << "F32 files: AltRunF32Cache checks every id";
+  constexpr float kLastBits = 1e-4f;
+  auto m = Load(model_path_, DType::kF16, 2, 1024);
+  ASSERT_TRUE(m);
+  // golden_test's rule: the largest first-step |main - alt| over the file's prompts.
+  float spread = 0;
+  for (const json& p : g_["prompts"])
+    spread = std::max(spread, p["first_step_max_abs_diff_main_vs_alt"].get<float>());
+  int exact = 0, total = 0;
+  for (const json& p : g_["prompts"]) {
+    const std::vector<int32_t> prompt = Ids(p["prompt_ids"]);
+    const std::vector<int32_t> gen = Ids(p["greedy"]["ids"]);
+    const auto margins = p["greedy"]["top1_minus_top2"].get<std::vector<float>>();
+    std::vector<int32_t> seq = prompt;
+    seq.insert(seq.end(), gen.begin(), gen.end() - 1);
+    const auto rows =
+        RunSequence(*m, seq, static_cast<int>(prompt.size()) - 1, static_cast<int>(prompt.size()));
+    ASSERT_EQ(rows.size(), gen.size());
+    total += static_cast<int>(gen.size());
+    size_t i = 0;
+    float flip = 0;
+    for (; i < gen.size(); ++i) {
+      float d = 0;
+      for (const json& e : p["greedy"]["top5_per_step"][i])
+        d = std::max(d, std::fabs(rows[i][e[0].get<size_t>()] - e[1].get<float>()));
+      if (d > kLastBits) {
+        flip = d;
+        EXPECT_LE(d, spread) << p["name"] << " step " << i << ": the first flip";
+        break;
+      }
+      if (margins[i] > 2 * kLastBits) EXPECT_EQ(ArgMax(rows[i]), gen[i]) << p["name"] << " " << i;
+      ++exact;
+    }
+    std::fprintf(stderr, "%s %s: %zu steps at the last bits, then %s %.2e\n",
+                 GetParam().model.c_str(), p["name"].get<std::string>().c_str(), i,
+                 i < gen.size() ? "a flip of" : "none", flip);
+  }
+  RecordProperty("steps_at_last_bits", exact);
+  RecordProperty("steps", total);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -225,23 +315,22 @@ INSTANTIATE_TEST_SUITE_P(
     // tiny-moe-random-f32 is checked here, not teacher-forced in golden_test: its 331-token
     // prompt decodes over >= 512 cells, where llama.cpp splits keys over threads (not mirrored,
     // see docs/ARCHITECTURE.md), 1.5e-3 from its step logits; its ids all match.
-    ::testing::Values(
-        ArchCase{"tiny-moe-random-f32.gguf", "tiny-moe-random-f32.golden.json", true},
-        ArchCase{"tiny/llama-f32.gguf", "arch/llama-f32.json", true},
-        ArchCase{"tiny/llama-q8_0.gguf", "arch/llama-q8_0.json", false},
-        ArchCase{"tiny/llama-q4_0.gguf", "arch/llama-q4_0.json", false},
-        ArchCase{"tiny/qwen3-f32.gguf", "arch/qwen3-f32.json", true},
-        ArchCase{"tiny/qwen3-q8_0.gguf", "arch/qwen3-q8_0.json", false},
-        ArchCase{"tiny/qwen3-q4_0.gguf", "arch/qwen3-q4_0.json", false},
-        ArchCase{"tiny/qwen3moe-f32.gguf", "arch/qwen3moe-f32.json", true},
-        ArchCase{"tiny/qwen3moe-q8_0.gguf", "arch/qwen3moe-q8_0.json", false},
-        ArchCase{"tiny/qwen3moe-q4_0.gguf", "arch/qwen3moe-q4_0.json", false},
-        ArchCase{"tiny/deepseek2-f32.gguf", "arch/deepseek2-f32.json", true},
-        ArchCase{"tiny/deepseek2-q8_0.gguf", "arch/deepseek2-q8_0.json", false},
-        ArchCase{"tiny/deepseek2-q4_0.gguf", "arch/deepseek2-q4_0.json", false},
-        ArchCase{"tiny/kimi-k3-f32.gguf", "arch/kimi-k3-f32.json", true, true, false},
-        ArchCase{"tiny/kimi-k3-q8_0.gguf", "arch/kimi-k3-q8_0.json", false, false, false},
-        ArchCase{"tiny/kimi-k3-q4_0.gguf", "arch/kimi-k3-q4_0.json", false, false, false}),
+    ::testing::Values(ArchCase{"tiny-moe-random-f32.gguf", "tiny-moe-random-f32.golden.json", true},
+                      ArchCase{"tiny/llama-f32.gguf", "arch/llama-f32.json", true},
+                      ArchCase{"tiny/llama-q8_0.gguf", "arch/llama-q8_0.json", false},
+                      ArchCase{"tiny/llama-q4_0.gguf", "arch/llama-q4_0.json", false},
+                      ArchCase{"tiny/qwen3-f32.gguf", "arch/qwen3-f32.json", true},
+                      ArchCase{"tiny/qwen3-q8_0.gguf", "arch/qwen3-q8_0.json", false},
+                      ArchCase{"tiny/qwen3-q4_0.gguf", "arch/qwen3-q4_0.json", false},
+                      ArchCase{"tiny/qwen3moe-f32.gguf", "arch/qwen3moe-f32.json", true},
+                      ArchCase{"tiny/qwen3moe-q8_0.gguf", "arch/qwen3moe-q8_0.json", false},
+                      ArchCase{"tiny/qwen3moe-q4_0.gguf", "arch/qwen3moe-q4_0.json", false},
+                      ArchCase{"tiny/deepseek2-f32.gguf", "arch/deepseek2-f32.json", true},
+                      ArchCase{"tiny/deepseek2-q8_0.gguf", "arch/deepseek2-q8_0.json", false},
+                      ArchCase{"tiny/deepseek2-q4_0.gguf", "arch/deepseek2-q4_0.json", false},
+                      ArchCase{"tiny/kimi-k3-f32.gguf", "arch/kimi-k3-f32.json", true},
+                      ArchCase{"tiny/kimi-k3-q8_0.gguf", "arch/kimi-k3-q8_0.json", false, false},
+                      ArchCase{"tiny/kimi-k3-q4_0.gguf", "arch/kimi-k3-q4_0.json", false, false}),
     [](const auto& info) {
       std::string n = info.param.model;
       if (n.rfind("tiny/", 0) == 0) n = n.substr(5);

@@ -73,6 +73,12 @@ struct HParams {
     return !n_head_kv_per_layer.empty() && n_head_kv_per_layer[static_cast<size_t>(il)] == 0;
   }
   bool is_moe_layer(int64_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
+  // [n_rows, n_embd] planes a pipeline stage starting at `layer` receives: the hidden state,
+  // plus (attention residuals) the inputs banked by layers 0, B, 2B, ... below it.
+  int32_t hidden_planes(int64_t layer) const {
+    const int64_t bs = attn_res_block_size;
+    return 1 + (bs > 0 && layer > 0 ? static_cast<int32_t>((layer + bs - 1) / bs) : 0);
+  }
   bool is_mla() const { return kv_lora_rank > 0; }
 
   int64_t q_dim() const { return n_head * head_dim_k; }

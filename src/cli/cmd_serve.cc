@@ -158,6 +158,16 @@ int Serve(const ServeArgs& a) {
       if (!engine.ok()) return srv.SetFailed(engine.status());
       m.engine = std::move(*engine);
     } else {
+      // A per-sequence recurrent state (kimi-k3) lives on the stages owning its layers, in slots
+      // the scheduler allots: Engine::Create's rule (no swap, no prefix cache, one group).
+      bool recurrent = false;
+      for (int64_t il = 0; il < hp.n_layer; ++il)
+        recurrent = recurrent || hp.is_recurrent_layer(il);
+      if (recurrent) {
+        cfg.state_slots = std::max(1, cfg.max_num_seqs);
+        cfg.swap_blocks = 0;
+        cfg.pipeline_groups = 1;
+      }
       dist::FailoverOptions fo;
       std::optional<net::ClusterKey> key;
       if (Status s = ClusterSetup(a, cfg, &fo, &key); !s.ok()) return srv.SetFailed(s);
@@ -169,7 +179,7 @@ int Serve(const ServeArgs& a) {
       const int32_t blocks = static_cast<int32_t>(planner::KvTokensPerLayer(fo.cluster.plan) /
                                                   fo.cluster.plan.block_size);
       const int32_t n_stages = static_cast<int32_t>(first.plan.stages.size());
-      cfg.pipeline_groups = a.pipeline_groups > 0 ? a.pipeline_groups : n_stages;
+      if (!recurrent) cfg.pipeline_groups = a.pipeline_groups > 0 ? a.pipeline_groups : n_stages;
       // Overlapped groups fill the pipeline themselves: one micro-batch per group step.
       const int32_t groups = cfg.pipeline_groups;
       exec->SetMicroBatches(

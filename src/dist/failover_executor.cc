@@ -306,6 +306,11 @@ Status FailoverExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
   return inner_->CopyBlocks(swap_out, copies, swap_in);  // buffered: cannot fail on a node
 }
 
+Status FailoverExecutor::CopyStates(std::span<const BlockCopy> copies) {
+  if (!inner_) return Errorf("no plan");
+  return inner_->CopyStates(copies);  // buffered, as block copies
+}
+
 Status FailoverExecutor::Run(const Batch& batch, std::vector<float>* logits) {
   SHOAL_RETURN_IF_ERROR(Submit(batch));
   return Collect(logits);

@@ -68,6 +68,7 @@ class FailoverExecutor final : public Executor {
   Status Run(const Batch& batch, std::vector<float>* logits) override;
   Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
                     std::span<const BlockCopy> swap_in) override;
+  Status CopyStates(std::span<const BlockCopy> copies) override;
   Status Submit(const Batch& batch) override;
   Status Collect(std::vector<float>* logits) override;
 

@@ -1,6 +1,7 @@
 // NodeAgent: accept loop, one reader thread per link, one compute thread for the stage.
 #include "dist/node_agent.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -310,8 +311,12 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
     SHOAL_ASSIGN_OR_RETURN(gf, gguf::File::Open(path));
   }
   SHOAL_ASSIGN_OR_RETURN(auto mdl, Model::Load(*gf, LoadOptions{a.first_layer, a.last_layer}));
-  SHOAL_ASSIGN_OR_RETURN(KvStore store, KvStore::Create(mdl->MakeKvLayout(
-                                            a.n_blocks, a.config.block_size, a.config.kv_dtype)));
+  // Recurrent-state slots (kimi-k3's KDA layers of this range): one per running sequence, the
+  // ids the coordinator's scheduler allots (Engine::Create's rule, EngineConfig::state_slots).
+  const int32_t n_state_slots = std::max(1, a.config.max_num_seqs);
+  SHOAL_ASSIGN_OR_RETURN(KvStore store,
+                         KvStore::Create(mdl->MakeKvLayout(a.n_blocks, a.config.block_size,
+                                                           a.config.kv_dtype, n_state_slots)));
   std::unique_ptr<KvStore> sw;
   if (a.swap_blocks > 0) {
     SHOAL_ASSIGN_OR_RETURN(KvStore s, KvStore::Create(mdl->MakeKvLayout(
@@ -395,7 +400,11 @@ Status NodeAgent::Impl::RunWork(const net::Frame& f) {
   SHOAL_RETURN_IF_ERROR(DecodeStepWork(body, hp.n_embd, &w));
   const bool first = model->is_first_stage();
   if (first && w.batch.tokens.empty()) return Errorf("stage 0 got no tokens");
-  if (!first && w.hidden.empty()) return Errorf("a later stage got no hidden rows");
+  if (!first && w.hidden.size() != static_cast<size_t>(model->HiddenPlanes(model->first_layer())) *
+                                       static_cast<size_t>(w.batch.n_rows()) *
+                                       static_cast<size_t>(hp.n_embd))
+    return Errorf("layer {} needs {} planes of hidden rows, got {} values", model->first_layer(),
+                  model->HiddenPlanes(model->first_layer()), w.hidden.size());
   const KvLayout& lay = kv->layout();
   for (const SeqChunk& c : w.batch.chunks) {
     if (static_cast<int64_t>(c.blocks.size()) * lay.block_size < c.pos0 + c.n_tokens)
@@ -406,10 +415,17 @@ Status NodeAgent::Impl::RunWork(const net::Frame& f) {
   for (const auto* list : {&w.swap_out, &w.copies, &w.swap_in})
     for (const BlockCopy& c : *list)
       if (c.src >= lay.n_blocks || c.dst >= lay.n_blocks) return Errorf("block copy out of range");
+  // State copies reach every stage; one without recurrent layers keeps no state.
+  if (lay.state_floats == 0) w.state_copies.clear();
+  for (const BlockCopy& c : w.state_copies)
+    if (c.src >= lay.n_state_slots || c.dst >= lay.n_state_slots)
+      return Errorf("state copy {} -> {} outside the {} state slots", c.src, c.dst,
+                    lay.n_state_slots);
   if ((!w.swap_out.empty() || !w.swap_in.empty()) && !swap) return Errorf("no swap space");
   for (const BlockCopy& c : w.swap_out) CopyKvBlock(*kv, c.src, *swap, c.dst);
   for (const BlockCopy& c : w.copies) CopyKvBlock(*kv, c.src, *kv, c.dst);
   for (const BlockCopy& c : w.swap_in) CopyKvBlock(*swap, c.src, *kv, c.dst);
+  for (const BlockCopy& c : w.state_copies) kv->CopyState(c.src, c.dst);
   ForwardOutput out;
   SHOAL_RETURN_IF_ERROR(
       model->Forward(w.batch, first ? nullptr : w.hidden.data(), *kv, pool.get(), &out));

@@ -152,6 +152,11 @@ Status RemoteExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
   return Status::Ok();
 }
 
+Status RemoteExecutor::CopyStates(std::span<const BlockCopy> copies) {
+  state_copies_.insert(state_copies_.end(), copies.begin(), copies.end());
+  return Status::Ok();
+}
+
 Status RemoteExecutor::Run(const Batch& batch, std::vector<float>* logits) {
   SHOAL_RETURN_IF_ERROR(Submit(batch));
   return Collect(logits);
@@ -175,6 +180,7 @@ Status RemoteExecutor::Submit(const Batch& batch) {
       w.swap_out.swap(swap_out_);
       w.copies.swap(copies_);
       w.swap_in.swap(swap_in_);
+      w.state_copies.swap(state_copies_);
     }
     const int32_t row_base = batch.chunks[chunk].row0;
     const int32_t row_end = batch.chunks[c1 - 1].row0 + batch.chunks[c1 - 1].n_tokens;

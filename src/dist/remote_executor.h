@@ -77,6 +77,8 @@ class RemoteExecutor final : public Executor {
   Status Run(const Batch& batch, std::vector<float>* logits) override;
   Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
                     std::span<const BlockCopy> swap_in) override;
+  // Forks' recurrent-state copies: ride on the next step's first micro-batch, like block copies.
+  Status CopyStates(std::span<const BlockCopy> copies) override;
   Status Submit(const Batch& batch) override;
   Status Collect(std::vector<float>* logits) override;
   // Micro-batches per step (at least 1, never more than the step's chunks; default: stages).
@@ -100,7 +102,7 @@ class RemoteExecutor final : public Executor {
   int64_t n_vocab_, n_embd_;
   int32_t micro_batches_ = 1;
   uint64_t step_ = 0;
-  std::vector<BlockCopy> swap_out_, copies_, swap_in_;
+  std::vector<BlockCopy> swap_out_, copies_, swap_in_, state_copies_;
   std::deque<Pending> pending_;  // submitted, not yet collected; oldest first
   std::vector<float> part_;
   std::vector<uint32_t> stage_us_;

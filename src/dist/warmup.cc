@@ -33,11 +33,15 @@ Status WarmUpStage(Model& model, KvStore& kv, KvStore* swap, ThreadPool* pool,
   std::vector<int32_t> ids;
   for (size_t i = 0; i < rows.size(); ++i) {
     ids.assign(static_cast<size_t>(rows[i]), 0);
-    batch.Add(static_cast<int64_t>(i), ids, 0, tables[i], true);
+    const int32_t slot = static_cast<int32_t>(i) < lay.n_state_slots ? static_cast<int32_t>(i) : -1;
+    batch.Add(static_cast<int64_t>(i), ids, 0, tables[i], true, false, 0, slot);
   }
   const HParams& hp = model.hparams();
   std::vector<float> hidden;  // as a received activations frame would decode
-  if (!model.is_first_stage()) hidden.assign(static_cast<size_t>(batch.n_rows() * hp.n_embd), 0.f);
+  if (!model.is_first_stage())
+    hidden.assign(static_cast<size_t>(model.HiddenPlanes(model.first_layer())) *
+                      static_cast<size_t>(batch.n_rows() * hp.n_embd),
+                  0.f);
   ForwardOutput out;
   SHOAL_RETURN_IF_ERROR(
       model.Forward(batch, hidden.empty() ? nullptr : hidden.data(), kv, pool, &out));

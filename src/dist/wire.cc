@@ -136,6 +136,7 @@ Status EncodeStepWork(const StepWork& w, planner::LinkDType link, int64_t n_embd
   PutCopies(b, w.swap_out);
   PutCopies(b, w.copies);
   PutCopies(b, w.swap_in);
+  PutCopies(b, w.state_copies);
   const Batch& bt = w.batch;
   b.U32(static_cast<uint32_t>(bt.tokens.size()));
   for (int32_t t : bt.tokens) b.U32(static_cast<uint32_t>(t));
@@ -146,12 +147,14 @@ Status EncodeStepWork(const StepWork& w, planner::LinkDType link, int64_t n_embd
     b.U32(static_cast<uint32_t>(c.n_tokens));
     b.U32(static_cast<uint32_t>(c.pos0));
     b.U32(static_cast<uint32_t>(c.tiled_until));
+    b.U32(static_cast<uint32_t>(c.state_slot));  // -1 (none) as 0xffffffff
     b.U32(static_cast<uint32_t>(c.blocks.size()));
     for (int32_t blk : c.blocks) b.U32(static_cast<uint32_t>(blk));
   }
   b.U32(static_cast<uint32_t>(bt.out_rows.size()));
   for (int32_t r : bt.out_rows) b.U32(static_cast<uint32_t>(r));
-  // Hidden rows: [n_rows, n_embd] as the link type (each row encoded on its own).
+  // Hidden rows: [planes][n_rows][n_embd] as the link type (each row encoded on its own); more
+  // than one plane for architectures that carry more than the hidden state (Model::HiddenPlanes).
   b.U8(static_cast<uint8_t>(link));
   const int64_t n_rows = w.hidden.empty() ? 0 : static_cast<int64_t>(w.hidden.size()) / n_embd;
   b.U32(static_cast<uint32_t>(n_rows));
@@ -174,6 +177,7 @@ Status DecodeStepWork(std::span<const uint8_t> payload, int64_t n_embd, StepWork
   SHOAL_RETURN_IF_ERROR(GetCopies(r, &w->swap_out));
   SHOAL_RETURN_IF_ERROR(GetCopies(r, &w->copies));
   SHOAL_RETURN_IF_ERROR(GetCopies(r, &w->swap_in));
+  SHOAL_RETURN_IF_ERROR(GetCopies(r, &w->state_copies));
   Batch& bt = w->batch;
   bt.Clear();
   uint32_t n = 0;
@@ -185,20 +189,22 @@ Status DecodeStepWork(std::span<const uint8_t> payload, int64_t n_embd, StepWork
     t = static_cast<int32_t>(v);
   }
   uint32_t n_chunks = 0;
-  SHOAL_RETURN_IF_ERROR(r.Count(&n_chunks, kMaxRows, 28, "chunks"));
+  SHOAL_RETURN_IF_ERROR(r.Count(&n_chunks, kMaxRows, 32, "chunks"));
   w->block_storage.assign(n_chunks, {});
   int64_t next_row = 0;
   for (uint32_t i = 0; i < n_chunks; ++i) {
     SeqChunk c;
     uint64_t id = 0;
-    uint32_t f[5] = {};
+    uint32_t f[6] = {};
     SHOAL_RETURN_IF_ERROR(r.U64(&id, "seq id"));
     for (uint32_t& x : f) SHOAL_RETURN_IF_ERROR(r.U32(&x, "chunk field"));
     if (f[0] != next_row || f[1] == 0 || f[1] > kMaxRows || f[2] > (1u << 30) || f[3] > (1u << 30))
       return Errorf("chunk {} has a bad layout", i);
     auto& blocks = w->block_storage[i];
-    if (f[4] > kMaxBlocks) return Errorf("chunk {}: too many blocks", i);
-    blocks.resize(f[4]);
+    if (f[4] != UINT32_MAX && f[4] >= kMaxStateSlots)
+      return Errorf("chunk {}: state slot {} out of range", i, f[4]);
+    if (f[5] > kMaxBlocks) return Errorf("chunk {}: too many blocks", i);
+    blocks.resize(f[5]);
     for (int32_t& blk : blocks) {
       uint32_t v = 0;
       SHOAL_RETURN_IF_ERROR(r.U32(&v, "block id"));
@@ -210,6 +216,7 @@ Status DecodeStepWork(std::span<const uint8_t> payload, int64_t n_embd, StepWork
     c.n_tokens = static_cast<int32_t>(f[1]);
     c.pos0 = static_cast<int32_t>(f[2]);
     c.tiled_until = static_cast<int32_t>(f[3]);
+    c.state_slot = f[4] == UINT32_MAX ? -1 : static_cast<int32_t>(f[4]);
     c.blocks = blocks;
     next_row += c.n_tokens;
     bt.chunks.push_back(c);
@@ -230,7 +237,8 @@ Status DecodeStepWork(std::span<const uint8_t> payload, int64_t n_embd, StepWork
   SHOAL_RETURN_IF_ERROR(r.U32(&n_rows, "hidden rows"));
   w->hidden.clear();
   if (n_rows == 0) return r.ExpectEnd();
-  if (n_rows != next_row || link > 2) return Errorf("hidden rows do not match the batch");
+  if (next_row == 0 || n_rows % next_row != 0 || n_rows / next_row > kMaxHiddenPlanes || link > 2)
+    return Errorf("{} hidden rows do not match the batch of {} rows", n_rows, next_row);
   const DType dt = link == 0 ? DType::kF32 : link == 1 ? DType::kF16 : DType::kQ8_0;
   const auto rb = RowBytes(dt, n_embd);
   if (!rb) return Errorf("hidden width {} does not fit the link type", n_embd);

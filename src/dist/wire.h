@@ -52,15 +52,21 @@ Status DecodeAssignResult(std::span<const uint8_t> payload);
 // layout (with the tokens on the way into stage 0), and the hidden rows between stages.
 struct StepWork {
   std::vector<BlockCopy> swap_out, copies, swap_in;
+  std::vector<BlockCopy> state_copies;  // recurrent-state slot -> slot (forks), after the blocks
   Batch batch;
   std::vector<std::vector<int32_t>> block_storage;  // backs batch.chunks[i].blocks
-  std::vector<float> hidden;                        // [n_rows, n_embd]; empty into stage 0
+  // [planes][n_rows][n_embd] (Model::HiddenPlanes of the receiving stage); empty into stage 0.
+  std::vector<float> hidden;
 };
 
 // Caps on decoded sizes (a malformed or hostile frame fails instead of allocating).
 inline constexpr uint32_t kMaxRows = 1u << 20;    // tokens in one micro-batch
 inline constexpr uint32_t kMaxBlocks = 1u << 24;  // block ids per table
 inline constexpr uint32_t kMaxCopies = 1u << 20;
+inline constexpr uint32_t kMaxStateSlots = 1u << 20;  // recurrent-state slot ids
+// Planes of hidden rows: kimi-k3 carries 1 + n_layer / attn_res.block_size (1 + 93/4 for K3's
+// 93 layers); 256 leaves room for deeper models with small blocks.
+inline constexpr uint32_t kMaxHiddenPlanes = 256;
 
 // Appends the work to `out`; hidden rows are sent as `link` (f32, f16 or q8_0).
 Status EncodeStepWork(const StepWork& w, planner::LinkDType link, int64_t n_embd,

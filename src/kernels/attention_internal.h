@@ -15,4 +15,10 @@ void AttendOneHeadReference(const float* q, int dk, int dv, float scale, const P
 bool AttendOneHeadAvx2(const float* q, int dk, int dv, float scale, const PagedKv& kv, int32_t n_kv,
                        float* out, float* scratch, bool tiled);
 
+// AttendHeads' AVX2 path for the tiled F16 numerics at dv 64 or 128 (false: not applicable, and
+// nothing done). scratch: AttendHeadsScratch floats, 32-byte aligned.
+bool AttendHeadsTiledAvx2(const float* q, int64_t q_stride, int n_heads, int dk, int dv,
+                          float scale, const PagedKv& kv, int32_t n_kv, float* out,
+                          int64_t out_stride, float* scratch);
+
 }  // namespace shoal::kernels::internal

@@ -69,5 +69,49 @@ TEST(AttentionTest, SimdMatchesReferenceBitForBit) {
   }
 }
 
+// AttendHeads over a GQA group gives each head exactly its AttendOneHead bits, on every path.
+TEST(AttentionTest, HeadsOfAGroupMatchOneHeadEach) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int hd : {32, 64, 128}) {
+    const int n_kv_heads = 2, group = 5, block = 16, max_kv = 150;
+    const int n_blocks = (max_kv + block - 1) / block;
+    const uint64_t row = static_cast<uint64_t>(n_kv_heads * hd * 2) + 6;
+    std::vector<uint8_t> kbuf(row * n_blocks * block + 16), vbuf(kbuf.size());
+    for (size_t i = 0; i + 2 <= kbuf.size(); i += 2) {
+      const uint16_t a = Fp32ToFp16(nd(rng) * (i % 11 == 0 ? 40.f : 1.f)), b = Fp32ToFp16(nd(rng));
+      std::memcpy(&kbuf[i], &a, 2);
+      std::memcpy(&vbuf[i], &b, 2);
+    }
+    std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    PagedKv kv;
+    kv.k_base = kbuf.data() + 6;
+    kv.v_base = vbuf.data() + 6;
+    kv.k_row_stride = kv.v_row_stride = row;
+    kv.k_head_offset = kv.v_head_offset = hd;  // the second KV head
+    kv.dtype = DType::kF16;
+    kv.block_size = block;
+    kv.blocks = blocks;
+    const int64_t q_stride = hd + 3, out_stride = hd + 5;
+    std::vector<float> q(static_cast<size_t>(q_stride * group));
+    for (float& x : q) x = nd(rng) * 2.f;
+    for (int n_kv : {1, 9, 63, 64, 65, 129, 150}) {
+      for (bool tiled : {false, true}) {
+        std::vector<float> want(static_cast<size_t>(out_stride * group), -1.f), got(want);
+        std::vector<float> s1(AttendHeadsScratch(group, hd, hd, n_kv)), s2(s1.size() + 1);
+        for (int h = 0; h < group; ++h)
+          AttendOneHead(q.data() + h * q_stride, hd, hd, 0.125f, kv, n_kv,
+                        want.data() + h * out_stride, s1.data(), tiled);
+        AttendHeads(q.data(), q_stride, group, hd, hd, 0.125f, kv, n_kv, got.data(), out_stride,
+                    s2.data() + 1, tiled);  // scratch not 32-byte aligned
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
+            << "hd " << hd << " n_kv " << n_kv << " tiled " << tiled;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shoal::kernels

@@ -296,6 +296,106 @@ SHOAL_AVX2 void AttendF16TiledFixed(const float* q, int dk, float scale, const P
   for (int i = 0; i < kDv; ++i) out[i] = a[i] * inv;
 }
 
+// AttendF16TiledFixed<kDv> for G query heads sharing one KV head (GQA): per tile of kAttnTile
+// keys, the K rows are converted and transposed once into kt ([dk][kAttnTile] F32) and the V rows
+// converted once into vf ([kAttnTile][kDv] F32); each head then runs the same FMA chains (score
+// lanes over the dims in order, value lanes over the keys in order) from L1, with its softmax
+// state (acc, m, s) kept in scratch between tiles. So the bits are those of G AttendOneHead
+// calls, while the F16 loads, conversions and transposes are paid once instead of G times.
+template <int kDv>
+SHOAL_AVX2 void AttendF16TiledHeads(const float* q, int64_t q_stride, int G, int dk, float scale,
+                                    const PagedKv& kv, int32_t n_kv, float* out, int64_t out_stride,
+                                    float* scratch) {
+  constexpr int kT = kAttnTile, kGroups = kT / kKeys, kRegs = kDv / 8;
+  float* kt = scratch;         // [dk][kT]
+  float* vf = kt + dk * kT;    // [kT][kDv]
+  float* p = vf + kT * kDv;    // [kT]
+  float* accs = p + kT;        // [G][kDv]
+  float* ms = accs + G * kDv;  // [G]
+  float* ss = ms + G;          // [G]
+  std::fill(accs, accs + G * kDv, 0.0f);
+  std::fill(ms, ms + G, -INFINITY);
+  std::fill(ss, ss + G, 0.0f);
+  for (int32_t t0 = 0; t0 < n_kv; t0 += kT) {
+    const int32_t t1 = std::min(n_kv, t0 + kT), nt = t1 - t0;
+    const int ng = (nt + kKeys - 1) / kKeys;
+    {
+      KvRowWalker walk(kv.k_base, kv.k_row_stride, kv, t0);
+      const uint16_t* last = nullptr;
+      for (int g = 0; g < ng; ++g) {
+        const uint16_t* rows[kKeys];
+        for (int j = 0; j < kKeys; ++j) {  // keys past t1 repeat the last one (lanes ignored)
+          if (kKeys * g + j < nt)
+            last = reinterpret_cast<const uint16_t*>(walk.Next()) + kv.k_head_offset;
+          rows[j] = last;
+        }
+        for (int i0 = 0; i0 < dk; i0 += 8) {
+          __m256 r[8];
+          for (int j = 0; j < kKeys; ++j) r[j] = LoadHalf8(rows[j] + i0);
+          Transpose8(r);
+          for (int i = 0; i < 8; ++i) _mm256_store_ps(kt + (i0 + i) * kT + kKeys * g, r[i]);
+        }
+      }
+      KvRowWalker vwalk(kv.v_base, kv.v_row_stride, kv, t0);
+      for (int32_t j = 0; j < nt; ++j) {
+        const uint16_t* vr = reinterpret_cast<const uint16_t*>(vwalk.Next()) + kv.v_head_offset;
+        for (int i = 0; i < kRegs; ++i)
+          _mm256_store_ps(vf + j * kDv + 8 * i, LoadHalf8(vr + 8 * i));
+      }
+    }
+    for (int h = 0; h < G; ++h) {
+      const float* qh = q + h * q_stride;
+      // Scores: up to 8 key groups' FMA chains interleaved (as DotsFmaF16, same per-lane order).
+      __m256 d[kGroups];
+      for (int g = 0; g < kGroups; ++g) d[g] = _mm256_setzero_ps();
+      for (int i = 0; i < dk; ++i) {
+        const __m256 qi = _mm256_set1_ps(qh[i]);
+        const float* ki = kt + i * kT;
+        for (int g = 0; g < kGroups; ++g) {
+          if (g < ng) d[g] = _mm256_fmadd_ps(qi, _mm256_load_ps(ki + kKeys * g), d[g]);
+        }
+      }
+      alignas(32) float dots[kT];
+      for (int g = 0; g < kGroups; ++g) _mm256_store_ps(dots + kKeys * g, d[g]);
+      float tile_max = -INFINITY;
+      for (int32_t j = 0; j < nt; ++j) {
+        p[j] = dots[j] * scale;
+        tile_max = std::max(tile_max, p[j]);
+      }
+      float* acch = accs + h * kDv;
+      __m256 acc[kRegs];
+      for (int i = 0; i < kRegs; ++i) acc[i] = _mm256_loadu_ps(acch + 8 * i);
+      float m = ms[h], s = ss[h];
+      const float m_new = std::max(m, tile_max);
+      if (m_new > m && m != -INFINITY) {
+        const float sc = std::exp(m - m_new);
+        const __m256 vsc = _mm256_set1_ps(sc);
+        for (int i = 0; i < kRegs; ++i) acc[i] = _mm256_mul_ps(acc[i], vsc);
+        s *= sc;
+      }
+      m = m_new;
+      double tile_sum = 0.0;
+      for (int32_t j = 0; j < nt; ++j) {
+        p[j] = std::exp(p[j] - m);
+        tile_sum += p[j];
+      }
+      s = static_cast<float>(static_cast<double>(s) + tile_sum);
+      for (int32_t j = 0; j < nt; ++j) {
+        const __m256 w = _mm256_set1_ps(p[j]);
+        for (int i = 0; i < kRegs; ++i)
+          acc[i] = _mm256_fmadd_ps(w, _mm256_load_ps(vf + j * kDv + 8 * i), acc[i]);
+      }
+      for (int i = 0; i < kRegs; ++i) _mm256_storeu_ps(acch + 8 * i, acc[i]);
+      ms[h] = m;
+      ss[h] = s;
+    }
+  }
+  for (int h = 0; h < G; ++h) {
+    const float inv = ss[h] > 0 ? 1.0f / ss[h] : 0.0f;
+    for (int i = 0; i < kDv; ++i) out[h * out_stride + i] = accs[h * kDv + i] * inv;
+  }
+}
+
 // F16 cache, tiled numerics (the reference's AttendF16Tiled).
 SHOAL_AVX2 void AttendF16Tiled(const float* q, int dk, int dv, float scale, const PagedKv& kv,
                                int32_t n_kv, float* out, float* scratch) {
@@ -371,7 +471,27 @@ bool AttendOneHeadAvx2(const float* q, int dk, int dv, float scale, const PagedK
   return true;
 }
 
+bool AttendHeadsTiledAvx2(const float* q, int64_t q_stride, int n_heads, int dk, int dv,
+                          float scale, const PagedKv& kv, int32_t n_kv, float* out,
+                          int64_t out_stride, float* scratch) {
+  if (!CpuHasAvx2F16c() || dk % 8 != 0 || dk > 1024 || n_kv <= 0 || kv.dtype != DType::kF16)
+    return false;
+  if (dv == 64) {
+    AttendF16TiledHeads<64>(q, q_stride, n_heads, dk, scale, kv, n_kv, out, out_stride, scratch);
+  } else if (dv == 128) {
+    AttendF16TiledHeads<128>(q, q_stride, n_heads, dk, scale, kv, n_kv, out, out_stride, scratch);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 #else
+
+bool AttendHeadsTiledAvx2(const float*, int64_t, int, int, int, float, const PagedKv&, int32_t,
+                          float*, int64_t, float*) {
+  return false;
+}
 
 bool AttendOneHeadAvx2(const float*, int, int, float, const PagedKv&, int32_t, float*, float*,
                        bool) {

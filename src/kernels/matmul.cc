@@ -40,7 +40,6 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
   const DType xt = VecDotType(w.type);
   const std::optional<uint64_t> xrow = RowBytes(xt, w.cols);
   SHOAL_CHECK_MSG(xrow.has_value(), "cols is not a multiple of the block size");
-  const VecDotFn dot = GetVecDot(w.type);
   // Four tokens per weight row where the target has it (weights unpacked once for all four);
   // every output still has the bits of `dot`.
   const internal::SimdDot4Fn dot4 = internal::SimdDot4For(internal::BestSimdKernels(), w.type);
@@ -52,6 +51,13 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
   // Many tokens against a type with register-tiled kernels: the tiled path (same bits).
   const bool tiled =
       n_tokens >= internal::TiledMinTokens(w.type) && internal::HasTiledKernels(w.type);
+  // Q4_K on the single-row path (no four-token kernel shares the activation rows): the kernel
+  // that takes each Q8_K row re-laid out in place (PermuteQ8_KForQ4_K), same bits.
+  const VecDotFn dot_permuted =
+      w.type == DType::kQ4_K && !tiled && (dot4 == nullptr || n_tokens < 4)
+          ? internal::BestSimdKernels().dot_q4_k_permuted
+          : nullptr;
+  const VecDotFn dot = dot_permuted != nullptr ? dot_permuted : GetVecDot(w.type);
   const bool use_xd = dot_xd != nullptr && dot4_xd != nullptr && xt == DType::kQ8_0 && !tiled;
   // Single-row kernels that want the activations re-laid out (once per token, here).
   const internal::SimdDotPreparedFn dot_prep =
@@ -87,6 +93,7 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
       for (int64_t t = t0; t < t1; ++t) {
         uint8_t* row = buf + t * *xrow;
         Quantize(xt, x + t * ldx, row, cols);
+        if (dot_permuted != nullptr) internal::PermuteQ8_KForQ4_K(row, cols);
         if (dot_prep != nullptr) {
           internal::PrepareQ8_0x8(row, cols, xp_buf + t * xp_stride, xd_buf + t * nb,
                                   xs8_buf + t * nb);

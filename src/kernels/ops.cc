@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "base/fp16.h"
@@ -259,6 +260,27 @@ void AttendOneHead(const float* q, int dk, int dv, float scale, const PagedKv& k
                    float* out, float* scratch, bool tiled) {
   if (internal::AttendOneHeadAvx2(q, dk, dv, scale, kv, n_kv, out, scratch, tiled)) return;
   internal::AttendOneHeadReference(q, dk, dv, scale, kv, n_kv, out, scratch, tiled);
+}
+
+size_t AttendHeadsScratch(int n_heads, int dk, int dv, int32_t n_kv) {
+  // The tiled path's kt, vf, p and per-head state (attention_x86.cc), plus 8 floats to align.
+  const size_t tiled =
+      static_cast<size_t>(dk + 1 + dv) * kAttnTile + static_cast<size_t>(n_heads) * (dv + 2) + 8;
+  return std::max(tiled, static_cast<size_t>(std::max(n_kv, dv + kAttnTile)));
+}
+
+void AttendHeads(const float* q, int64_t q_stride, int n_heads, int dk, int dv, float scale,
+                 const PagedKv& kv, int32_t n_kv, float* out, int64_t out_stride, float* scratch,
+                 bool tiled) {
+  if (tiled && n_heads > 1) {
+    auto* aligned =
+        reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 31) & ~uintptr_t{31});
+    if (internal::AttendHeadsTiledAvx2(q, q_stride, n_heads, dk, dv, scale, kv, n_kv, out,
+                                       out_stride, aligned))
+      return;
+  }
+  for (int h = 0; h < n_heads; ++h)
+    AttendOneHead(q + h * q_stride, dk, dv, scale, kv, n_kv, out + h * out_stride, scratch, tiled);
 }
 
 }  // namespace shoal::kernels

@@ -80,4 +80,13 @@ inline bool TiledNumericsApply(int dv) { return dv % kTiledDvMultiple == 0; }
 void AttendOneHead(const float* q, int dk, int dv, float scale, const PagedKv& kv, int32_t n_kv,
                    float* out, float* scratch, bool tiled = false);
 
+// AttendOneHead for n_heads query heads sharing one KV head (GQA): head h's q at q + h * q_stride
+// and its output at out + h * out_stride; same bits as one AttendOneHead call per head, but the
+// tiled F16 path converts each tile of keys and values once for all the heads.
+void AttendHeads(const float* q, int64_t q_stride, int n_heads, int dk, int dv, float scale,
+                 const PagedKv& kv, int32_t n_kv, float* out, int64_t out_stride, float* scratch,
+                 bool tiled);
+// Scratch floats AttendHeads needs (it may be more than AttendOneHead's).
+size_t AttendHeadsScratch(int n_heads, int dk, int dv, int32_t n_kv);
+
 }  // namespace shoal::kernels

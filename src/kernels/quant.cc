@@ -163,6 +163,18 @@ void internal::PrepareQ8_0x8(const uint8_t* row, int64_t n, int8_t* qs, float* d
   }
 }
 
+void internal::PermuteQ8_KForQ4_K(uint8_t* row, int64_t n) {
+  for (int64_t b = 0; b < n / kQKK; ++b) {
+    uint8_t* qs = row + b * q8_k::kBytes + q8_k::kQs;
+    for (int h = 0; h < 2; ++h) {
+      uint8_t tmp[32];
+      std::memcpy(tmp, qs + 128 * h + 32, 32);
+      std::memcpy(qs + 128 * h + 32, qs + 128 * h + 64, 32);
+      std::memcpy(qs + 128 * h + 64, tmp, 32);
+    }
+  }
+}
+
 DType VecDotType(DType w) {
   const Format* f = Find(w);
   SHOAL_CHECK_MSG(f != nullptr, "unsupported weight DType");

@@ -209,6 +209,7 @@ const internal::SimdKernels* GetKernels() {
 #if HWY_TARGET == HWY_AVX3_DL
     k.dot_prepared_q4_0 = &DotPreparedQ4_0Q8_0_512;
     k.dot_prepared_mxfp4 = &DotPreparedMxfp4Q8_0_512;
+    k.dot_q4_k_permuted = &DotQ4_KPermutedQ8_K_512;
 #endif
     return k;
   }();

@@ -36,6 +36,12 @@ inline int64_t PreparedQ8_0Bytes(int64_t n) { return n / 256 * 256; }
 void PrepareQ8_0x8(const uint8_t* row, int64_t n, int8_t* qs, float* d, int32_t* s8);
 using SimdDotPreparedFn = float (*)(const void* w, const PreparedQ8_0& x, int64_t n);
 
+// A Q8_K activation row re-laid out in place for the single-row Q4_K kernel: in each 128-element
+// half of a super-block the 32-element sub-blocks 1 and 2 swap places ([0, 2, 1, 3]), so that the
+// low nibbles of 64 weight bytes (sub-blocks 0 and 2 of the half) meet their activations in one
+// load, the high nibbles (1 and 3) in the next. d and bsums stay where they were.
+void PermuteQ8_KForQ4_K(uint8_t* row, int64_t n);
+
 // One target's kernels; a null entry means "use the scalar reference" on that target.
 struct SimdKernels {
   const char* target = "";  // Highway's target name, e.g. "AVX2", "AVX3_DL", "EMU128"
@@ -67,6 +73,7 @@ struct SimdKernels {
   SimdDot4XdFn dot4_xd_q4_0 = nullptr;
   SimdDotPreparedFn dot_prepared_q4_0 = nullptr;   // Q4_0 x PreparedQ8_0 (decode matvec)
   SimdDotPreparedFn dot_prepared_mxfp4 = nullptr;  // MXFP4 x PreparedQ8_0
+  SimdDotFn dot_q4_k_permuted = nullptr;           // Q4_K x PermuteQ8_KForQ4_K(Q8_K)
   SimdQuantizeFn quantize_q8_0 = nullptr;          // activation quantizer (x86 AVX semantics)
   SimdQuantizeFn quantize_q8_k = nullptr;          // K-quant activation quantizer (AVX-512 targets)
 };

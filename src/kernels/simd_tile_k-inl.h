@@ -190,6 +190,8 @@ void RepackQ6_K(const uint8_t* w, uint64_t row_bytes, int rows, int64_t n, uint8
 struct Q4_K {
   static constexpr int kRowQs = 1024;
   static constexpr bool kHasMin = true;
+  // A half unit's sum is at most 16 * 15 * 128 = 30720 in magnitude: it fits int16.
+  static constexpr bool kSumsFitI16 = true;
   template <int P, int St>
   static __m512i Step(const uint8_t* row) {
     const __m512i c = _mm512_loadu_si512(row + 64 * (4 * (P / 2) + St));
@@ -201,6 +203,7 @@ struct Q4_K {
 struct Q6_K {
   static constexpr int kRowQs = 2048;
   static constexpr bool kHasMin = false;
+  static constexpr bool kSumsFitI16 = false;  // up to 16 * 63 * 128 = 129024
   template <int P, int St>
   static __m512i Step(const uint8_t* row) {
     return _mm512_loadu_si512(row + 64 * (4 * P + St));
@@ -229,8 +232,15 @@ HWY_INLINE void KUnits(const uint8_t* wg, const uint8_t* const* xg,
     (std::make_integer_sequence<int, 4>{});
     for (int r = 0; r < internal::kTileRows; ++r) {
       const __m512i sc = _mm512_loadu_si512(wg + L::kScOff + 512 * r + 64 * P);
-      for (int t = 0; t < T; ++t)
-        acc[r][t] = _mm512_add_epi32(acc[r][t], _mm512_mullo_epi32(s[r][t], sc));
+      for (int t = 0; t < T; ++t) {
+        if constexpr (F::kSumsFitI16) {
+          // s and sc both fit the low int16 of each lane (sc's high half is 0), so one dpwssd
+          // is s * sc + 0: a third fewer cycles than mullo + add (vpmulld zmm is 2 uops on Zen 4).
+          acc[r][t] = _mm512_dpwssd_epi32(acc[r][t], s[r][t], sc);
+        } else {
+          acc[r][t] = _mm512_add_epi32(acc[r][t], _mm512_mullo_epi32(s[r][t], sc));
+        }
+      }
     }
     KUnits<F, L, P + 1, T>(wg, xg, acc);
   }

@@ -346,6 +346,55 @@ HWY_INLINE float DotScaleK(const uint8_t* w, const uint8_t* x, int64_t n) {
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
+// Q4_K against a Q8_K row laid out by PermuteQ8_KForQ4_K (for DotDminK). Per 64 weight bytes
+// (half h of the super-block): the low nibbles (sub-blocks 4h, 4h + 2) and the high ones (4h + 1,
+// 4h + 3) meet their activations in one dpbusd each, every int32 lane a sum of 4 products
+// (|.| <= 4 * 15 * 128 = 7680, so exact in int16); packs_epi32 puts both into int16 lanes whose
+// pairs share a sub-block, and one dpwssd multiplies by that sub-block's scale. Against the
+// element-order kernel this drops 2 cross-lane shuffles, 2 maddubs and the 2 scale permutes of
+// each half for one pack and one in-lane byte shuffle.
+struct Q4KPermutedLayout {
+  static constexpr int kBytes = internal::q4_k::kBytes, kD = internal::q4_k::kD;
+  // Byte shuffles of the broadcast scales (ScalesMinsK4) into the int16 scale lanes of half h:
+  // in 128-bit lane L, int16 k < 4 is sub-block a = 4h + 2 (L / 2) (from the low nibbles), k >= 4
+  // is a + 1 (the high nibbles), high bytes zero.
+  static void InitIndex(__m512i* ctl) {
+    for (int h = 0; h < 2; ++h) {
+      alignas(64) int8_t v[64];
+      for (int L = 0; L < 4; ++L) {
+        for (int k = 0; k < 8; ++k) {
+          v[16 * L + 2 * k] = static_cast<int8_t>(4 * h + 2 * (L / 2) + (k < 4 ? 0 : 1));
+          v[16 * L + 2 * k + 1] = static_cast<int8_t>(0x80);
+        }
+      }
+      ctl[h] = _mm512_load_si512(v);
+    }
+  }
+  static void Sums(const uint8_t* bw, const uint8_t* bx, const __m512i* ctl, __m256i* is,
+                   __m256i* ms) {
+    namespace q8k = internal::q8_k;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m128i sm = ScalesMinsK4(bw + internal::q4_k::kScales);
+    const __m512i smb = _mm512_broadcast_i32x4(sm);
+    __m512i acc = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const __m512i bytes = _mm512_loadu_si512(bw + internal::q4_k::kQs + 64 * h);
+      const __m512i lo = _mm512_and_si512(bytes, m4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), m4);
+      const __m512i slo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo,
+                                              _mm512_loadu_si512(bx + q8k::kQs + 128 * h));
+      const __m512i shi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi,
+                                              _mm512_loadu_si512(bx + q8k::kQs + 128 * h + 64));
+      acc =
+          _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(slo, shi), _mm512_shuffle_epi8(smb, ctl[h]));
+    }
+    *is = Fold16(acc);
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+    *ms = _mm256_madd_epi16(mins,
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bx + q8k::kBsums)));
+  }
+};
+
 // The 4-bit block formats of the prepared kernel. Unsigned(nibbles) gives u >= 0 with weight
 // value u - kOffset, so isum = sum u y - kOffset sum y; Offset(s8) is kOffset sum y from the
 // prepared 8 sum y. Scales8(bw) is the 8 weight scales as floats; Scale(bw) one of them;
@@ -460,6 +509,10 @@ float DotQ6_KQ8_K_512(const void* w, const void* x, int64_t n) {
                                           static_cast<const uint8_t*>(x), n);
 }
 #if HWY_TARGET == HWY_AVX3_DL
+float DotQ4_KPermutedQ8_K_512(const void* w, const void* x, int64_t n) {
+  return x512::DotDminK<x512::Q4KPermutedLayout>(static_cast<const uint8_t*>(w),
+                                                 static_cast<const uint8_t*>(x), n);
+}
 float DotPreparedQ4_0Q8_0_512(const void* w, const internal::PreparedQ8_0& x, int64_t n) {
   return x512::DotPrepared<x512::PreparedQ4_0>(static_cast<const uint8_t*>(w), x, n);
 }

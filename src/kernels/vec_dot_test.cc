@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -311,6 +312,49 @@ TEST(VecDot, PreparedActivationKernelsMatchReference) {
     }
   }
   if (tested == 0) GTEST_SKIP() << "no prepared-activation kernels on this CPU";
+}
+
+// The Q4_K kernel on Q8_K rows re-laid out by PermuteQ8_KForQ4_K keeps the reference bits.
+TEST(VecDot, PermutedQ4_KKernelMatchesReference) {
+  int tested = 0;
+  for (const auto* k : internal::AllSimdKernels()) {
+    if (k->dot_q4_k_permuted == nullptr) continue;
+    ++tested;
+    for (int64_t n : Sizes(DType::kQ4_K)) {
+      const Operands o = MakeOperands(DType::kQ4_K, n, static_cast<uint32_t>(n) * 7 + 1);
+      const float want = ref::VecDot(DType::kQ4_K, o.w.data(), o.x.data(), n);
+      std::vector<uint8_t> xp(o.x.begin(), o.x.end());
+      internal::PermuteQ8_KForQ4_K(xp.data(), n);
+      for (int mis = 0; mis < 4; ++mis) {
+        MisalignedBuffer w(o.w.size(), mis);
+        std::copy(o.w.begin(), o.w.end(), w.data());
+        ASSERT_EQ(Bits(k->dot_q4_k_permuted(w.data(), xp.data(), n)), Bits(want))
+            << k->target << " n=" << n << " misalign=" << mis;
+      }
+    }
+    // The int16 bound of the lane sums: every nibble 15, every scale and min 63, activations
+    // at -128 and 127 (the Q8_K extremes) by sub-block.
+    constexpr int64_t n = 8 * internal::kQKK;
+    std::vector<uint8_t> w(Bytes(DType::kQ4_K, n), 0xFF), x(Bytes(DType::kQ8_K, n));
+    for (int64_t b = 0; b < n / internal::kQKK; ++b) {
+      uint8_t* bw = w.data() + b * internal::q4_k::kBytes;
+      bw[internal::q4_k::kD] = 0x00, bw[internal::q4_k::kD + 1] = 0x3C;  // d = dmin = 1.0
+      bw[internal::q4_k::kDmin] = 0x00, bw[internal::q4_k::kDmin + 1] = 0x3C;
+      uint8_t* bx = x.data() + b * internal::q8_k::kBytes;
+      const float d = 1.0f;
+      std::memcpy(bx + internal::q8_k::kD, &d, 4);
+      for (int i = 0; i < internal::kQKK; ++i)
+        bx[internal::q8_k::kQs + i] = static_cast<uint8_t>((i / 32 + b) % 2 ? 127 : -128);
+      for (int j = 0; j < 16; ++j) {
+        const int16_t sum = static_cast<int16_t>(16 * ((j / 2 + b) % 2 ? 127 : -128));
+        std::memcpy(bx + internal::q8_k::kBsums + 2 * j, &sum, 2);
+      }
+    }
+    const float want = ref::VecDot(DType::kQ4_K, w.data(), x.data(), n);
+    internal::PermuteQ8_KForQ4_K(x.data(), n);
+    ASSERT_EQ(Bits(k->dot_q4_k_permuted(w.data(), x.data(), n)), Bits(want)) << k->target;
+  }
+  if (tested == 0) GTEST_SKIP() << "no permuted Q4_K kernel on this CPU";
 }
 
 TEST(VecDot, ReportsTargets) {

@@ -139,11 +139,10 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
   // One task per (row, head): causal attention over the sequence's positions [0, pos].
   int32_t max_kv = 0;
   for (const SeqChunk& c : b.chunks) max_kv = std::max(max_kv, c.pos0 + c.n_tokens);
-  const size_t per_thread =
-      static_cast<size_t>(std::max<int32_t>(max_kv, hdv + kernels::kAttnTile));
+  const int64_t group = hp.n_head / hp.n_head_kv;
+  const size_t per_thread = kernels::AttendHeadsScratch(static_cast<int>(group), hdk, hdv, max_kv);
   const int n_threads = pool ? pool->size() : 1;
   Grow(ws_.attn_scratch, per_thread * static_cast<size_t>(n_threads));
-  const int64_t group = hp.n_head / hp.n_head_kv;
   const bool tiled_ok = kernels::TiledNumericsApply(hdv);
   // Each row's heads are cut into n_threads contiguous ranges (threads sharing a KV head stay
   // few) and the ranges rotate over the threads row by row: a causal prompt's row costs grow
@@ -155,7 +154,9 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
     for (int64_t row = 0; row < n; ++row) {
       const int64_t part = (t + row) % nt;
       const int64_t h0 = hp.n_head * part / nt, h1 = hp.n_head * (part + 1) / nt;
-      for (int64_t h = h0; h < h1; ++h) {
+      // Heads of one KV head run together (AttendHeads converts each key tile once for them).
+      for (int64_t h = h0, h_end; h < h1; h = h_end) {
+        h_end = std::min(h1, (h / group + 1) * group);
         while (b.chunks[ci].row0 + b.chunks[ci].n_tokens <= row) ++ci;
         const SeqChunk& c = b.chunks[ci];
         kernels::PagedKv pk;
@@ -169,10 +170,10 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
         pk.block_size = lay.block_size;
         pk.blocks = c.blocks;
         const int32_t pos = c.pos0 + static_cast<int32_t>(row - c.row0);
-        kernels::AttendOneHead(&ws_.q[static_cast<size_t>(row * qd + h * hdk)], hdk, hdv, kq_scale_,
-                               pk, pos + 1,
-                               &ws_.att[static_cast<size_t>(row * hp.n_head * hdv + h * hdv)],
-                               scratch, tiled_ok && pos < c.tiled_until);
+        kernels::AttendHeads(&ws_.q[static_cast<size_t>(row * qd + h * hdk)], hdk,
+                             static_cast<int>(h_end - h), hdk, hdv, kq_scale_, pk, pos + 1,
+                             &ws_.att[static_cast<size_t>(row * hp.n_head * hdv + h * hdv)], hdv,
+                             scratch, tiled_ok && pos < c.tiled_until);
       }
     }
   };

@@ -71,17 +71,12 @@ class KimiK3 final : public Model {
 
 Status KimiK3::Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt) {
   SHOAL_RETURN_IF_ERROR(SetLayerRange(hp, opt));
-  // The attention-residual stack (banked layer inputs) is not carried between pipeline stages.
-  if (hp.attn_res_block_size > 0 && (first_ != 0 || last_ != hp.n_layer))
-    return Errorf(
-        "kimi-k3: pipeline stages are not supported yet (the attention-residual "
-        "stack would have to travel with the hidden state)");
+  // A later stage gets the banked attention-residual inputs with the hidden state
+  // (HiddenPlanes); the KDA states of this range's layers live in this stage's state slots.
   const int64_t E = hp.n_embd;
   const int64_t lat = hp.n_expert_latent > 0 ? hp.n_expert_latent : E;
-  SHOAL_ASSIGN_OR_RETURN(tok_embd_, LoadMatrix(f, "token_embd.weight", E, hp.n_vocab));
-  SHOAL_ASSIGN_OR_RETURN(output_norm_, LoadVector(f, "output_norm.weight", E));
-  SHOAL_ASSIGN_OR_RETURN(output_, LoadMatrix(f, "output.weight", E, hp.n_vocab));
-  if (hp.attn_res_block_size > 0) {
+  SHOAL_RETURN_IF_ERROR(LoadEndWeights(f, &tok_embd_, &output_norm_, &output_));
+  if (hp.attn_res_block_size > 0 && is_last_stage()) {
     SHOAL_ASSIGN_OR_RETURN(output_res_, LoadVector(f, "output_res_score.weight", E));
   }
   for (int il = first_; il < last_; ++il) {
@@ -189,7 +184,6 @@ void KimiK3::LatentMoe(const Layer& L, const float* xn, int64_t n, float* out, T
 
 Status KimiK3::Forward(const Batch& b, const float* hidden_in, KvStore& kv, ThreadPool* pool,
                        ForwardOutput* out) {
-  (void)hidden_in;
   const HParams& hp = hp_;
   const int64_t n = b.n_rows(), E = hp.n_embd;
   if (n == 0) return Status::Ok();
@@ -226,15 +220,30 @@ Status KimiK3::Forward(const Batch& b, const float* hidden_in, KvStore& kv, Thre
   Grow(xn_, n * E);
   Grow(tmp_, n * E);
   float* x = x_.data();
-  for (int64_t r = 0; r < n; ++r) {
-    const int32_t id = b.tokens[static_cast<size_t>(r)];
-    if (id < 0 || id >= hp.n_vocab)
-      return Errorf("token id {} out of range [0, {})", id, hp.n_vocab);
-    kernels::Dequantize(tok_embd_.type,
-                        tok_embd_.data + static_cast<uint64_t>(id) * tok_embd_.row_bytes, x + r * E,
-                        E);
-  }
   n_banked_ = 0;
+  if (is_first_stage()) {
+    if (static_cast<int64_t>(b.tokens.size()) != n)
+      return Errorf("{} tokens for a batch of {} rows", b.tokens.size(), n);
+    for (int64_t r = 0; r < n; ++r) {
+      const int32_t id = b.tokens[static_cast<size_t>(r)];
+      if (id < 0 || id >= hp.n_vocab)
+        return Errorf("token id {} out of range [0, {})", id, hp.n_vocab);
+      kernels::Dequantize(tok_embd_.type,
+                          tok_embd_.data + static_cast<uint64_t>(id) * tok_embd_.row_bytes,
+                          x + r * E, E);
+    }
+  } else {
+    // hidden_in: [HiddenPlanes(first)][n][E]: x, then the stack banked by the earlier stages.
+    if (!hidden_in) return Errorf("a later pipeline stage needs hidden states as input");
+    std::copy(hidden_in, hidden_in + n * E, x);
+    n_banked_ = HiddenPlanes(first_) - 1;
+    for (int j = 0; j < n_banked_; ++j) {
+      if (static_cast<int>(stack_.size()) <= j) stack_.emplace_back();
+      Grow(stack_[static_cast<size_t>(j)], n * E);
+      const float* p = hidden_in + (j + 1) * n * E;
+      std::copy(p, p + n * E, stack_[static_cast<size_t>(j)].data());
+    }
+  }
   std::vector<KdaState> views(b.chunks.size());
   std::vector<KdaState*> states(b.chunks.size());
   int64_t kda_i = 0;
@@ -280,6 +289,19 @@ Status KimiK3::Forward(const Batch& b, const float* hidden_in, KvStore& kv, Thre
   if (n_kda_ > 0)
     for (size_t ci = 0; ci < b.chunks.size(); ++ci)
       kv.StatePos(b.chunks[ci].state_slot) = b.chunks[ci].pos0 + b.chunks[ci].n_tokens;
+  if (!is_last_stage()) {
+    // [HiddenPlanes(last)][n][E]: x, then every banked input (the next stage's res_mix reads them).
+    if (n_banked_ + 1 != HiddenPlanes(last_))
+      return Errorf("kimi-k3: {} banked inputs at layer {}, {} planes expected", n_banked_, last_,
+                    HiddenPlanes(last_));
+    out->hidden.resize(static_cast<size_t>((n_banked_ + 1) * n * E));
+    std::copy(x, x + n * E, out->hidden.begin());
+    for (int j = 0; j < n_banked_; ++j)
+      std::copy(stack_[static_cast<size_t>(j)].data(),
+                stack_[static_cast<size_t>(j)].data() + n * E,
+                out->hidden.begin() + (j + 1) * n * E);
+    return Status::Ok();
+  }
 
   ResMix(x, output_res_, n, h_.data());
   const int64_t n_out = static_cast<int64_t>(b.out_rows.size());

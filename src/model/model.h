@@ -21,7 +21,8 @@ struct LoadOptions {
 
 struct ForwardOutput {
   std::vector<float> logits;  // [out_rows.size(), n_vocab] when the range ends at the last layer
-  std::vector<float> hidden;  // [n_rows, n_embd] when it does not
+  // When it does not: [HiddenPlanes(last_layer)][n_rows][n_embd], plane 0 the hidden state.
+  std::vector<float> hidden;
 };
 
 class Model {
@@ -46,9 +47,15 @@ class Model {
   // chunks need no state slot).
   virtual int64_t StateFloatsPerSeq() const { return 0; }
 
+  // [n_rows, n_embd] planes that travel into layer `layer` (0 < layer < n_layer) from the stage
+  // before it: the hidden state, then whatever else the architecture carries across layers
+  // (kimi-k3: the banked attention-residual inputs, one plane per block started so far).
+  int32_t HiddenPlanes(int32_t layer) const { return hp_.hidden_planes(layer); }
+
   // Runs layers [first, last) over the batch. The first stage embeds batch.tokens; later
-  // stages read hidden_in [n_rows, n_embd]. Before the call, every chunk's block table must
-  // cover positions [0, pos0 + n_tokens). Writes out->logits or out->hidden.
+  // stages read hidden_in [HiddenPlanes(first)][n_rows][n_embd]. Before the call, every
+  // chunk's block table must cover positions [0, pos0 + n_tokens). Writes out->logits or
+  // out->hidden.
   virtual Status Forward(const Batch& batch, const float* hidden_in, KvStore& kv, ThreadPool* pool,
                          ForwardOutput* out) = 0;
 

@@ -238,9 +238,9 @@ Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d
   r.wire_bytes_per_token = LinkRowBytes(o.link_dtype, p.hp.n_embd);
   const uint64_t limit = d.node.mem_limit;
   while (c.max_batched_tokens > kMinBatchTokens &&
-         StageBuffers(p, d.node, c, true, true) > limit / 4)
+         StageBuffers(p, d.node, c, 0, p.n_layer()) > limit / 4)
     c.max_batched_tokens /= 2;
-  const uint64_t fixed = c.process_overhead + StageBuffers(p, d.node, c, true, true);
+  const uint64_t fixed = c.process_overhead + StageBuffers(p, d.node, c, 0, p.n_layer());
   if (fixed >= limit)
     return Errorf("plan: a {} node ({}) cannot hold the process and its buffers ({})", d.name,
                   FormatMiB(limit), FormatMiB(fixed));

@@ -80,7 +80,7 @@ uint64_t KvTokensPerLayer(const PlanConfig& c) {
 }
 
 uint64_t StageBuffers(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                      bool first_stage, bool last_stage) {
+                      int32_t first, int32_t last) {
   BufferInputs in;
   in.max_tokens = c.max_batched_tokens;
   // Logit rows per step: at most one per scheduled sequence.
@@ -88,7 +88,11 @@ uint64_t StageBuffers(const ModelProfile& p, const NodeInfo& node, const PlanCon
   in.max_context = c.max_model_len;
   in.n_threads = node.n_threads;
   in.link_row_bytes = LinkRowBytes(c.link_dtype, p.hp.n_embd);
-  return StageBufferBytes(p, first_stage, last_stage, in).total();
+  in.planes_in = p.hp.hidden_planes(first);
+  in.planes_out = p.hp.hidden_planes(last);
+  // The stack a forward over [first, last) banks: the received planes and its own banks.
+  in.banked = p.hp.hidden_planes(last) - 1;
+  return StageBufferBytes(p, first == 0, last == p.n_layer(), in).total();
 }
 
 StageMemory EstimateStageMemory(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
@@ -98,7 +102,7 @@ StageMemory EstimateStageMemory(const ModelProfile& p, const NodeInfo& node, con
   for (int32_t l = first; l < last; ++l)
     m.kv += KvPerTokenLayer(p, c, l) * KvTokensPerLayer(c) +
             LayerStateBytes(p, l) * static_cast<uint64_t>(c.max_num_seqs);
-  m.buffers = StageBuffers(p, node, c, first == 0, last == p.n_layer());
+  m.buffers = StageBuffers(p, node, c, first, last);
   m.overhead = c.process_overhead;
   return m;
 }
@@ -193,10 +197,12 @@ double EstimateStageStepSeconds(const ModelProfile& p, const NodeInfo& node, con
   return s;
 }
 
-LinkTime EstimateLinkTime(const ModelProfile& p, const NodeInfo& from, const PlanConfig& c) {
+LinkTime EstimateLinkTime(const ModelProfile& p, const NodeInfo& from, const PlanConfig& c,
+                          int32_t next_layer) {
   const double bw = from.link_bw > 0 ? from.link_bw : c.link_bw;
   LinkTime t;
-  t.transfer_s = static_cast<double>(LinkRowBytes(c.link_dtype, p.hp.n_embd)) / bw;
+  t.transfer_s = static_cast<double>(LinkRowBytes(c.link_dtype, p.hp.n_embd)) *
+                 p.hp.hidden_planes(next_layer) / bw;
   t.latency_s = from.link_latency_s > 0 ? from.link_latency_s : c.link_latency_s;
   return t;
 }

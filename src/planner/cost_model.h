@@ -58,9 +58,10 @@ struct StageMemory {
 // Memory of a stage serving [first, last) on `node` (which sets the attention-scratch threads).
 StageMemory EstimateStageMemory(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
                                 int32_t first, int32_t last);
-// Buffers only (first/last say whether the stage embeds tokens / produces logits).
+// Buffers only for layers [first, last) (first == 0: the stage embeds tokens; last ==
+// n_layer: it produces logits; the planes of hidden rows at both ends, HParams::hidden_planes).
 uint64_t StageBuffers(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                      bool first_stage, bool last_stage);
+                      int32_t first, int32_t last);
 
 // Seconds per token of layer `l` on `node`: decode of one sequence at DecodeContext(), or
 // a prompt token in a max_batched_tokens batch (see docs/ARCHITECTURE.md, "planner").
@@ -103,6 +104,8 @@ struct LinkTime {
   double latency_s = 0;
   double total() const { return transfer_s + latency_s; }
 };
-LinkTime EstimateLinkTime(const ModelProfile& p, const NodeInfo& from, const PlanConfig& c);
+// One activation row into layer next_layer (HParams::hidden_planes rows of the link type).
+LinkTime EstimateLinkTime(const ModelProfile& p, const NodeInfo& from, const PlanConfig& c,
+                          int32_t next_layer);
 
 }  // namespace shoal::planner

@@ -188,20 +188,27 @@ BufferBytes StageBufferBytes(const ModelProfile& p, bool first_stage, bool last_
   const int64_t max_in = std::max({E, ad, hp.n_ff});
   b.matmul_scratch = static_cast<uint64_t>(static_cast<double>(T) * max_in * act_bpe + 0.5);
 
-  // Attention scratch: per thread max(n_kv, head_dim_v + kAttnTile (64)) floats.
+  // Attention scratch: per thread kernels::AttendHeadsScratch floats: a tile (kAttnTile, 64 keys)
+  // of converted keys and values plus the state of a GQA group's heads, or max(n_kv, head_dim_v
+  // + 64) when that is more.
   constexpr int64_t kAttnTile = 64;
-  const int64_t per_thread = std::max(in.max_context, hp.head_dim_v + kAttnTile);
+  const int64_t group = hp.n_head_kv > 0 ? std::max<int64_t>(1, hp.n_head / hp.n_head_kv) : 1;
+  const int64_t per_thread =
+      std::max((hp.head_dim_k + 1 + hp.head_dim_v) * kAttnTile + group * (hp.head_dim_v + 2) + 8,
+               std::max(in.max_context, hp.head_dim_v + kAttnTile));
   b.attention =
       static_cast<uint64_t>(std::max(in.n_threads, 1)) * static_cast<uint64_t>(per_thread) * kF32;
 
   // Stage input and output: token ids on the first stage; received hidden rows (wire copy and
-  // f32) on later stages; ForwardOutput::hidden (f32 and wire copy) on all but the last;
-  // ForwardOutput::logits [out_rows, n_vocab] on the last.
+  // f32, planes_in planes) on later stages; ForwardOutput::hidden (f32 and wire copy,
+  // planes_out planes) on all but the last; ForwardOutput::logits [out_rows, n_vocab] on the
+  // last; the banked attention-residual planes (f32) of the forward.
   const uint64_t hidden = T * static_cast<uint64_t>(E) * kF32;
   const uint64_t wire = T * in.link_row_bytes;
   if (first_stage) b.io += T * sizeof(int32_t);
-  if (!first_stage) b.io += hidden + wire;
-  if (!last_stage) b.io += hidden + wire;
+  if (!first_stage) b.io += static_cast<uint64_t>(std::max(in.planes_in, 1)) * (hidden + wire);
+  if (!last_stage) b.io += static_cast<uint64_t>(std::max(in.planes_out, 1)) * (hidden + wire);
+  b.io += static_cast<uint64_t>(std::max(in.banked, 0)) * hidden;
   if (last_stage) b.io += out_rows * static_cast<uint64_t>(hp.n_vocab) * kF32;
   return b;
 }

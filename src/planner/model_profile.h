@@ -120,13 +120,16 @@ struct BufferInputs {
   int64_t max_context = 2048;   // longest sequence (attention scratch per thread)
   int32_t n_threads = 1;        // compute threads of the node
   uint64_t link_row_bytes = 0;  // bytes of one activation row on the wire
+  // Planes of hidden rows received / sent (HParams::hidden_planes at the stage's ends) and the
+  // [T, n_embd] f32 planes the forward banks (kimi-k3's attention-residual stack).
+  int32_t planes_in = 1, planes_out = 1, banked = 0;
 };
 struct BufferBytes {
   uint64_t workspace =
       0;  // the dense decoder's Workspace (x, xn, q, k, v, att, tmp, gate, up, rope)
   uint64_t matmul_scratch = 0;  // activations converted to the weights' dot type
   uint64_t attention = 0;       // per-thread attention scratch
-  uint64_t io = 0;              // hidden in/out, wire copies, logits
+  uint64_t io = 0;              // hidden in/out, wire copies, logits, banked planes
   uint64_t total() const { return workspace + matmul_scratch + attention + io; }
 };
 BufferBytes StageBufferBytes(const ModelProfile& p, bool first_stage, bool last_stage,

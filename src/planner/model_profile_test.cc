@@ -6,6 +6,7 @@
 #include <map>
 
 #include "base/test_support.h"
+#include "kernels/ops.h"
 #include "kvcache/kv_store.h"
 #include "planner/test_models.h"
 
@@ -157,7 +158,9 @@ TEST(ModelProfileTest, BuffersFollowTheWorkspace) {
   const BufferBytes mid = StageBufferBytes(*p, false, false, in);
   // x, xn, tmp [E] + q [2048] + k, v [256] + att [2048] + gate, up [5632] + rope [64], f32.
   EXPECT_EQ(mid.workspace, 100u * (3 * 2048 + 2048 + 256 + 256 + 2048 + 2 * 5632 + 64) * 4);
-  EXPECT_EQ(mid.attention, 2u * 2048 * 4);
+  // Per thread what the forward allocates: AttendHeads' scratch for a group of 8 heads (32 / 4).
+  EXPECT_EQ(mid.attention, 2u * kernels::AttendHeadsScratch(8, 64, 64, 2048) * 4);
+  EXPECT_EQ(mid.attention, 2u * ((64 + 1 + 64) * 64 + 8 * 66 + 8) * 4);
   EXPECT_EQ(mid.io, 2 * (100u * 2048 * 4 + 100u * 4096));  // hidden in and out, f32 + wire
   // Widest matmul input is ffn_down's 5632 values; Q8_K-sized activations bound it from above.
   EXPECT_GE(mid.matmul_scratch, 100u * 5632 * 34 / 32);
@@ -170,6 +173,33 @@ TEST(ModelProfileTest, BuffersFollowTheWorkspace) {
   // Linear in the batch: twice the tokens, twice the workspace.
   in.max_tokens = 200;
   EXPECT_EQ(StageBufferBytes(*p, false, false, in).workspace, 2 * mid.workspace);
+}
+
+// kimi-k3's attention residuals: a stage starting at layer k receives 1 + ceil(k / B) planes of
+// hidden rows, sends the planes of its last layer and keeps the banked ones.
+TEST(ModelProfileTest, AttentionResidualPlanes) {
+  HParams hp;
+  hp.attn_res_block_size = 3;
+  EXPECT_EQ(hp.hidden_planes(0), 1);
+  EXPECT_EQ(hp.hidden_planes(1), 2);  // layer 0 banked
+  EXPECT_EQ(hp.hidden_planes(3), 2);
+  EXPECT_EQ(hp.hidden_planes(4), 3);  // layers 0 and 3
+  EXPECT_EQ(hp.hidden_planes(8), 4);  // 0, 3, 6
+  hp.attn_res_block_size = 0;
+  EXPECT_EQ(hp.hidden_planes(5), 1);
+  auto preset = FindSynthPreset("1b");
+  ASSERT_TRUE(preset.ok());
+  auto p = SynthProfile(*preset, DType::kQ4_0);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  BufferInputs in;
+  in.max_tokens = 100;
+  in.link_row_bytes = 2 * 2048;
+  const uint64_t plane = 100u * 2048 * 4 + 100u * 4096;  // f32 + wire
+  const uint64_t one = StageBufferBytes(*p, false, false, in).io;
+  in.planes_in = 3;
+  in.planes_out = 4;
+  in.banked = 3;
+  EXPECT_EQ(StageBufferBytes(*p, false, false, in).io, one + 5 * plane + 3u * 100 * 2048 * 4);
 }
 
 TEST(ModelProfileTest, RejectsBadTensorTables) {

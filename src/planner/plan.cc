@@ -213,10 +213,10 @@ Result<Plan> EvaluatePlan(const ModelProfile& p, const std::vector<NodeInfo>& no
     st.mem_limit = n.mem_limit;
     st.time = EstimateStageTime(p, n, c, st.first_layer, st.last_layer);
     const bool last = i + 1 == nodes.size();
-    if (!last) st.link = EstimateLinkTime(p, n, c);
+    if (!last) st.link = EstimateLinkTime(p, n, c, st.last_layer);
     plan.decode_s_per_token += st.time.decode_s + st.link.total();
     // The sampled token returns from the last stage to the first: latency only (4 bytes).
-    if (last && nodes.size() > 1) plan.decode_s_per_token += EstimateLinkTime(p, n, c).latency_s;
+    if (last && nodes.size() > 1) plan.decode_s_per_token += EstimateLinkTime(p, n, c, 0).latency_s;
     const double occupancy = std::max(st.time.decode_s, st.link.transfer_s);
     if (occupancy > slowest) {
       slowest = occupancy;

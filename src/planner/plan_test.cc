@@ -56,7 +56,7 @@ void CheckPlan(const Plan& plan, const ModelProfile& p, const std::vector<NodeIn
     next = s.last_layer;
   }
   EXPECT_EQ(next, p.n_layer());
-  if (nodes.size() > 1) sum += EstimateLinkTime(p, nodes.back(), plan.config).latency_s;
+  if (nodes.size() > 1) sum += EstimateLinkTime(p, nodes.back(), plan.config, 0).latency_s;
   EXPECT_NEAR(plan.decode_s_per_token, sum, 1e-12);
   EXPECT_NEAR(plan.decode_tokens_per_s * plan.decode_s_per_token, 1.0, 1e-9);
   double slowest = 0;

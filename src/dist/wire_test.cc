@@ -1,0 +1,56 @@
+// Tests of the step-work encoding: chunks with recurrent-state slots, state copies, and hidden
+// rows of several planes (kimi-k3's banked attention-residual inputs) bit-identical over f32.
+#include "dist/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace shoal::dist {
+namespace {
+
+constexpr int64_t kEmbd = 64;
+
+StepWork Sample(int planes) {
+  StepWork w;
+  w.copies = {{3, 4}};
+  w.state_copies = {{0, 2}, {1, 5}};
+  static const std::vector<int32_t> blocks_a = {0, 1}, blocks_b = {7};
+  w.batch.Add(10, std::vector<int32_t>{5, 6, 7}, 0, blocks_a, true, false, 0, /*state_slot=*/3);
+  w.batch.Add(11, std::vector<int32_t>{8}, 9, blocks_b, true);  // no state slot
+  w.batch.tokens.clear();
+  const int64_t n = planes * w.batch.n_rows() * kEmbd;
+  for (int64_t i = 0; i < n; ++i) w.hidden.push_back(std::sin(0.37f * i) * 1e3f + 1e-7f * i);
+  return w;
+}
+
+TEST(Wire, StepWorkRoundTripWithStateSlotsAndPlanes) {
+  const StepWork w = Sample(3);
+  std::vector<uint8_t> p;
+  ASSERT_TRUE(EncodeStepWork(w, planner::LinkDType::kF32, kEmbd, &p).ok());
+  StepWork got;
+  Status s = DecodeStepWork(p, kEmbd, &got);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(got.batch.chunks.size(), 2u);
+  EXPECT_EQ(got.batch.chunks[0].state_slot, 3);
+  EXPECT_EQ(got.batch.chunks[1].state_slot, -1);
+  EXPECT_EQ(got.batch.chunks[1].pos0, 9);
+  ASSERT_EQ(got.state_copies.size(), 2u);
+  EXPECT_EQ(got.state_copies[1].src, 1);
+  EXPECT_EQ(got.state_copies[1].dst, 5);
+  ASSERT_EQ(got.copies.size(), 1u);
+  EXPECT_TRUE(got.hidden == w.hidden);  // f32 links: bit-identical, every plane
+}
+
+TEST(Wire, HiddenRowsMustBeWholePlanes) {
+  StepWork w = Sample(2);
+  w.hidden.resize(w.hidden.size() - kEmbd);  // 7 rows for a batch of 4
+  std::vector<uint8_t> p;
+  ASSERT_TRUE(EncodeStepWork(w, planner::LinkDType::kF16, kEmbd, &p).ok());
+  StepWork got;
+  EXPECT_FALSE(DecodeStepWork(p, kEmbd, &got).ok());
+}
+
+}  // namespace
+}  // namespace shoal::dist

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# kimi-k3 through a loopback pipeline of `shoal node` workers: 2 and 3 stages with f32 links give
+# the same tokens as one process (the banked attention-residual inputs travel with the hidden
+# rows, each stage keeps its KDA layers' recurrent state), also for n = 2 choices (the fork's
+# state copy reaches every stage).
+set -u
+SHOAL=$1 SHARED=${2:-}
+SRC=$SHARED/models/tiny/kimi-k3-f32.gguf
+[ -f "$SRC" ] || { echo "skip: no $SRC"; exit 77; }
+TMP=$(mktemp -d)
+fails=0
+check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails+1)); fi; }
+PIDS=()
+cleanup() { for p in "${PIDS[@]}" $(cat "$TMP/pids" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"; }
+trap cleanup EXIT
+mkdir -p "$TMP/models"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/key"
+chmod 600 "$TMP/key"
+cp "$SRC" "$TMP/models/k.gguf"
+MODEL=$TMP/models/k.gguf
+
+# node NAME -> prints "127.0.0.1:PORT" once listening
+node() {
+  "$SHOAL" node --listen 127.0.0.1:0 --model-dir "$TMP/models" --cluster-key-file "$TMP/key" \
+    --no-measure -t 1 --name "$1" > "$TMP/$1.log" 2>&1 &
+  echo $! >> "$TMP/pids"
+  for _ in $(seq 1 100); do
+    local p
+    p=$(grep -so 'listening on 127.0.0.1:[0-9]*' "$TMP/$1.log" | grep -o '[0-9]*$')
+    [ -n "$p" ] && { echo "127.0.0.1:$p"; return; }
+    sleep 0.05
+  done
+}
+# serve LOG [flags...] -> sets PORT, SPID; waits for /health 200 (or the process to exit)
+serve() {
+  local log=$1; shift
+  "$SHOAL" serve -m "$MODEL" --port 0 --max-num-seqs 8 --max-model-len 128 -t 1 \
+    --cluster-key-file "$TMP/key" "$@" > "$TMP/$log" 2>&1 &
+  SPID=$!; PIDS+=($SPID); PORT=""
+  for _ in $(seq 1 200); do
+    PORT=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$TMP/$log" | grep -o '[0-9]*$')
+    [ -n "$PORT" ] && curl -s "127.0.0.1:$PORT/health" | grep -q ok && return 0
+    kill -0 $SPID 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+# Three requests at once (micro-batches of several sequences): two greedy, one seeded with n = 2.
+ask() {
+  local out=$1
+  : > "$out"
+  local cp=()
+  for i in 0 1 2; do
+    local extra=""
+    [ $i -eq 2 ] && extra=',"temperature":0.8,"seed":7,"n":2'
+    [ $i -lt 2 ] && extra=',"temperature":0'
+    curl -s -m 120 "127.0.0.1:$PORT/v1/completions" -d "{\"prompt\":\"Lily went to the park $i\",\"max_tokens\":20,\"ignore_eos\":true$extra}" > "$TMP/r$i" &
+    cp+=($!)
+  done
+  wait "${cp[@]}"
+  for i in 0 1 2; do
+    python3 -c "import json; print(' '.join(c['text'].encode().hex() for c in json.load(open('$TMP/r$i'))['choices']))" >> "$out" 2>/dev/null || echo "bad response $i" >> "$out"
+  done
+}
+
+serve local.log || { echo "local server failed"; cat "$TMP/local.log"; exit 1; }
+ask "$TMP/want"
+kill -TERM $SPID; wait $SPID
+check "reference answers exist" '[ $(grep -c "^bad" "$TMP/want") -eq 0 ] && [ $(wc -l < "$TMP/want") -eq 3 ]'
+for k in 2 3; do
+  nodes=""
+  for i in $(seq 1 $k); do nodes="$nodes,$(node s$k-n$i)"; done
+  if serve "c$k.log" --nodes "${nodes#,}" --link-dtype f32; then
+    ask "$TMP/got$k"
+    kill -TERM $SPID; wait $SPID
+  else
+    echo "cluster of $k did not start:"; tail -5 "$TMP/c$k.log"
+  fi
+  grep -E "^ +[0-9]+  s$k-n" "$TMP/c$k.log"
+  check "kimi-k3, $k stages, f32 links: same tokens as one process (greedy, seeded, n = 2)" 'cmp -s "$TMP/want" "$TMP/got$k"'
+  check "kimi-k3, $k stages: the plan has $k stages" '[ $(grep -cE "^ +[0-9]+  s$k-n" "$TMP/c$k.log") -eq $k ]'
+done
+echo "$fails failure(s)"
+[ $fails -eq 0 ]
