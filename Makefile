@@ -7,7 +7,7 @@ MODEL ?=
 PROMPT ?= Once upon a time
 SHOAL = $(BUILD)/bin/shoal
 
-.PHONY: all deps configure build test test-asan demo clean format
+.PHONY: all deps configure build test test-asan chaos demo clean format
 
 all: build
 
@@ -32,6 +32,11 @@ test-asan: deps
 	  -DSHOAL_SHARED_DIR=$(SHARED) $(CMAKE_FLAGS)
 	ninja -C $(BUILD)-asan -j$(JOBS) gguf_test
 	cd $(BUILD)-asan && ctest --output-on-failure -R '^gguf_test$$'
+
+# Randomized failover trials against a loopback cluster (tests/chaos_test.sh, docs/CLUSTER.md).
+CHAOS_TRIALS ?= 100
+chaos: build
+	tests/chaos_test.sh $(SHOAL) $(CHAOS_TRIALS)
 
 demo: build
 	@scripts/demo.sh "$(SHOAL)" "$(MODEL)" "$(SHARED)" "$(PROMPT)"

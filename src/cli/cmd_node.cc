@@ -1,11 +1,13 @@
 // `shoal node`: a pipeline worker that serves the layers a coordinator assigns it.
 #include <csignal>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "dist/node_agent.h"
+#include "loadgen/http_client.h"
 #include "net/conn.h"
 
 namespace shoal::cli {
@@ -56,6 +58,25 @@ int RunNode(const NodeArgs& a) {
   return s.ok() ? 0 : Fail(s);
 }
 
+struct DrainArgs {
+  std::string node, url = "http://127.0.0.1:8080", api_key;
+  bool join = false;  // `shoal node join`: the opposite
+};
+
+int RunDrain(const DrainArgs& d) {
+  auto url = loadgen::ParseUrl(d.url);
+  if (!url.ok()) return Fail(url.status());
+  auto target = loadgen::ResolveTarget(*url);
+  if (!target.ok()) return Fail(target.status());
+  auto r = loadgen::HttpPost(*target, d.join ? "/v1/cluster/join" : "/v1/cluster/drain",
+                             nlohmann::json{{"node", d.node}}.dump(), d.api_key, 10.0);
+  if (!r.ok()) return Fail(r.status());
+  std::printf(d.join ? "%s: joined as a standby\n"
+                     : "%s: draining (the cluster re-plans without it at its next step)\n",
+              d.node.c_str());
+  return 0;
+}
+
 }  // namespace
 
 void AddNodeCommand(CLI::App& app, Runner* runner) {
@@ -75,7 +96,25 @@ void AddNodeCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--cluster-key-file", a->key_file, "Shared cluster key file (>= 16 bytes)");
   cmd->add_option("--name", a->name, "Node name in plans and logs (default HOST:PORT)");
   cmd->add_flag("--no-measure", a->no_measure, "Skip the bandwidth/matmul probe at start");
-  cmd->callback([a, runner] { *runner = [a] { return RunNode(*a); }; });
+  // `shoal node drain NODE --url URL`: the coordinator re-plans without NODE (no request lost).
+  auto d = std::make_shared<DrainArgs>();
+  CLI::App* drain = cmd->add_subcommand("drain", "Take a node out of a serving cluster");
+  drain->add_option("node", d->node, "Node name or HOST:PORT")->required();
+  drain->add_option("--url", d->url, "The coordinator's base URL")->capture_default_str();
+  drain->add_option("--api-key", d->api_key, "API key of the server");
+  drain->callback([d, runner] { *runner = [d] { return RunDrain(*d); }; });
+  auto j = std::make_shared<DrainArgs>();
+  j->join = true;
+  CLI::App* join =
+      cmd->add_subcommand("join", "Add a running node to a serving cluster as a standby");
+  join->add_option("node", j->node, "The node's HOST:PORT")->required();
+  join->add_option("--url", j->url, "The coordinator's base URL")->capture_default_str();
+  join->add_option("--api-key", j->api_key, "API key of the server");
+  join->callback([j, runner] { *runner = [j] { return RunDrain(*j); }; });
+  cmd->callback([a, runner, drain, join] {
+    if (drain->parsed() || join->parsed()) return;
+    *runner = [a] { return RunNode(*a); };
+  });
 }
 
 }  // namespace shoal::cli

@@ -1,13 +1,17 @@
 // `shoal serve`: the OpenAI-compatible HTTP server over one local engine.
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 
+#include "cli/cluster_view.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/serve.h"
 #include "dist/cluster_file.h"
+#include "dist/failover_executor.h"
 #include "dist/remote_executor.h"
 #include "io/mapped_file.h"
 #include "planner/model_profile.h"
@@ -16,23 +20,28 @@
 namespace shoal::cli {
 namespace {
 
-// The cluster side of `serve --nodes`: connect, plan (printed), and with `assign` load layers.
-Result<dist::Cluster> SetUpCluster(const ServeArgs& a, const EngineConfig& cfg,
-                                   const gguf::File& file, bool assign, dist::ClusterOptions* co) {
+// The cluster side of `serve --nodes`: the nodes, standbys, key and plan sizes.
+Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, dist::FailoverOptions* fo,
+                    std::optional<net::ClusterKey>* key) {
+  dist::ClusterOptions* co = &fo->cluster;
   std::string key_file = a.cluster_key_file, link = a.link_dtype;
   if (!a.cluster_file.empty()) {
     if (!a.nodes.empty()) return Errorf("give --nodes or --cluster, not both");
     SHOAL_ASSIGN_OR_RETURN(dist::ClusterFile cf, dist::LoadClusterFile(a.cluster_file));
     co->nodes = std::move(cf.nodes);
     co->overrides = std::move(cf.overrides);
+    fo->standby = std::move(cf.standby);
+    fo->standby_overrides = std::move(cf.standby_overrides);
     if (key_file.empty()) key_file = cf.key_file;
     if (!a.link_dtype_set && !cf.link_dtype.empty()) link = cf.link_dtype;
   } else {
     co->nodes = SplitList(a.nodes);
   }
+  for (const std::string& s : SplitList(a.standby)) fo->standby.push_back(s);
   if (key_file.empty())
     return Errorf("a cluster needs --cluster-key-file (or key_file in the cluster file)");
-  SHOAL_ASSIGN_OR_RETURN(net::ClusterKey key, net::ClusterKey::LoadFile(key_file));
+  SHOAL_ASSIGN_OR_RETURN(net::ClusterKey k, net::ClusterKey::LoadFile(key_file));
+  key->emplace(std::move(k));
   const size_t slash = a.model.find_last_of('/');
   co->model_file = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
   co->plan.max_num_seqs = cfg.max_num_seqs;
@@ -42,10 +51,10 @@ Result<dist::Cluster> SetUpCluster(const ServeArgs& a, const EngineConfig& cfg,
   co->plan.max_batched_tokens = cfg.max_num_batched_tokens;
   SHOAL_ASSIGN_OR_RETURN(co->plan.link_dtype, planner::ParseLinkDType(link));
   co->swap_blocks = cfg.swap_blocks;
-  SHOAL_ASSIGN_OR_RETURN(dist::Cluster cl, dist::ConnectAndPlan(*co, file, key));
-  std::fprintf(stderr, "%s", planner::FormatPlan(cl.plan).c_str());
-  if (assign) SHOAL_RETURN_IF_ERROR(dist::AssignLayers(cl, *co));
-  return cl;
+  co->watch.heartbeat_ms = a.heartbeat_ms;
+  co->watch.suspect_ms = a.suspect_ms;
+  co->watch.dead_ms = a.dead_ms;
+  return dist::CheckWatchConfig(co->watch);
 }
 
 }  // namespace
@@ -105,9 +114,13 @@ int Serve(const ServeArgs& a) {
     cfg.n_ctx = a.max_model_len > 0
                     ? a.max_model_len
                     : static_cast<int32_t>(prof->hp.n_ctx_train > 0 ? prof->hp.n_ctx_train : 4096);
-    dist::ClusterOptions co;
-    auto cl = SetUpCluster(a, cfg, *b->file, false, &co);
-    return cl.ok() ? 0 : Fail(cl.status());
+    dist::FailoverOptions fo;
+    std::optional<net::ClusterKey> key;
+    if (Status s = ClusterSetup(a, cfg, &fo, &key); !s.ok()) return Fail(s);
+    auto cl = dist::ConnectAndPlan(fo.cluster, *b->file, *key);
+    if (!cl.ok()) return Fail(cl.status());
+    std::fprintf(stderr, "%s", planner::FormatPlan(cl->plan).c_str());
+    return 0;
   }
   RaiseFileLimit();
   server::Server srv(sc);
@@ -116,6 +129,9 @@ int Serve(const ServeArgs& a) {
                srv.port(), a.model.c_str());
   // The model loads while /health already answers 503.
   Bundle bundle;
+  // Set by the loader: stopped after the server drains, so an engine thread waiting for nodes
+  // (nothing fits) gives up and the process exits.
+  std::atomic<dist::FailoverExecutor*> failover{nullptr};
   std::thread loader([&] {
     const bool local = a.nodes.empty() && a.cluster_file.empty();
     auto b = LoadBundle(a.model, local);
@@ -152,36 +168,33 @@ int Serve(const ServeArgs& a) {
         cfg.swap_blocks = 0;
         cfg.pipeline_groups = 1;
       }
-      dist::ClusterOptions co;
-      auto cl = SetUpCluster(a, cfg, *bundle.file, true, &co);
-      if (!cl.ok()) return srv.SetFailed(cl.status());
-      const int32_t blocks = cl->n_blocks;
-      nlohmann::json stages = nlohmann::json::array();
-      for (size_t i = 0; i < cl->plan.stages.size(); ++i) {
-        const planner::Stage& st = cl->plan.stages[i];
-        stages.push_back({{"node", st.node_name},
-                          {"address", cl->infos[static_cast<size_t>(st.node)].address},
-                          {"layers", {st.first_layer, st.last_layer}},
-                          {"mem_predicted_bytes", st.mem.total()},
-                          {"mem_limit_bytes", st.mem_limit},
-                          {"decode_ms_per_token", st.time.decode_s * 1e3}});
-      }
-      m.cluster = {{"mode", "pipeline"},
-                   {"link_dtype", std::string(planner::LinkDTypeName(co.plan.link_dtype))},
-                   {"stages", stages},
-                   {"predicted_decode_tokens_per_s", cl->plan.decode_tokens_per_s},
-                   {"predicted_throughput_tokens_per_s", cl->plan.throughput_tokens_per_s}};
-      std::vector<std::string> names;
-      for (const planner::Stage& st : cl->plan.stages) names.push_back(st.node_name);
-      const int32_t n_stages = static_cast<int32_t>(cl->plan.stages.size());
+      dist::FailoverOptions fo;
+      std::optional<net::ClusterKey> key;
+      if (Status s = ClusterSetup(a, cfg, &fo, &key); !s.ok()) return srv.SetFailed(s);
+      auto ex = dist::FailoverExecutor::Create(fo, *bundle.file, *key, hp.n_vocab, hp.n_embd);
+      if (!ex.ok()) return srv.SetFailed(ex.status());
+      std::unique_ptr<dist::FailoverExecutor> exec = std::move(*ex);
+      const dist::FailoverStats first = exec->stats();
+      std::fprintf(stderr, "%s", planner::FormatPlan(first.plan).c_str());
+      const int32_t blocks = static_cast<int32_t>(planner::KvTokensPerLayer(fo.cluster.plan) /
+                                                  fo.cluster.plan.block_size);
+      const int32_t n_stages = static_cast<int32_t>(first.plan.stages.size());
       if (!recurrent) cfg.pipeline_groups = a.pipeline_groups > 0 ? a.pipeline_groups : n_stages;
-      auto exec = std::make_unique<dist::RemoteExecutor>(std::move(*cl), hp.n_vocab, hp.n_embd);
       // Overlapped groups fill the pipeline themselves: one micro-batch per group step.
-      exec->SetMicroBatches(cfg.pipeline_groups > 1 ? std::max(1, n_stages / cfg.pipeline_groups)
-                                                    : n_stages);
-      m.stage_metrics = [stats = exec->stage_stats(), names] {
+      const int32_t groups = cfg.pipeline_groups;
+      exec->SetMicroBatches(
+          [groups](int32_t stages) { return groups > 1 ? std::max(1, stages / groups) : stages; });
+      dist::FailoverExecutor* fx = exec.get();  // owned by the engine, which outlives m's views
+      failover = fx;
+      m.cluster_now = [fx] { return ClusterJson(fx->stats()); };
+      m.extra_metrics = [fx] { return FailoverMetrics(fx->stats()); };
+      m.unavailable = [fx] { return fx->Unavailable(); };
+      m.drain = [fx](const std::string& node) { return fx->Drain(node); };
+      m.join = [fx](const std::string& node) { return fx->Join(node); };
+      m.stage_metrics = [fx] {
         std::vector<server::StageMetrics> out;
-        const std::vector<dist::StageLoad> loads = stats->Snapshot();
+        const std::vector<dist::StageLoad> loads = fx->StageLoads();
+        const std::vector<std::string> names = fx->StageNames();
         for (size_t i = 0; i < loads.size(); ++i)
           out.push_back({static_cast<int32_t>(i), i < names.size() ? names[i] : "",
                          loads[i].busy_fraction, loads[i].tokens_per_s, loads[i].busy_s_total,
@@ -217,6 +230,7 @@ int Serve(const ServeArgs& a) {
   });
   const Status s = srv.Run();
   loader.join();
+  if (dist::FailoverExecutor* fx = failover.load()) fx->Stop();
   if (!s.ok()) return Fail(s);
   std::fprintf(stderr, "shoal serve: stopped\n");
   return 0;
@@ -271,6 +285,15 @@ void AddServeCommand(CLI::App& app, Runner* runner) {
                   "pipeline (0: one per stage; 1: one step at a time)")
       ->capture_default_str();
   cmd->add_flag("--dry-run", a->dry_run, "With --nodes or --cluster: print the plan and exit");
+  cmd->add_option("--standby", a->standby,
+                  "Spare nodes that take a failed node's place: HOST:PORT,HOST:PORT,...");
+  cmd->add_option("--heartbeat-ms", a->heartbeat_ms, "Ping every node link this often")
+      ->capture_default_str();
+  cmd->add_option("--suspect-ms", a->suspect_ms, "A node silent this long is suspect (waited for)")
+      ->capture_default_str();
+  cmd->add_option("--dead-ms", a->dead_ms,
+                  "A node silent this long is dead: re-plan without it (a closed link is at once)")
+      ->capture_default_str();
   cmd->callback([a, runner, link] {
     a->link_dtype_set = link->count() > 0;
     *runner = [a] { return Serve(*a); };

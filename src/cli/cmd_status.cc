@@ -55,6 +55,21 @@ int RunStatus(const StatusArgs& a) {
       std::printf("(busy %% and tok/s: measured over the last %d s)\n",
                   j.value("load_window_s", 0));
   }
+  if (j.contains("nodes") && j["nodes"].is_array()) {
+    std::printf(
+        "epoch %lld, %lld failovers, %lld tokens replayed, last recovery %.3f s, max %.3f s\n",
+        static_cast<long long>(j.value("epoch", 0)),
+        static_cast<long long>(j.value("failovers", 0)),
+        static_cast<long long>(j.value("replayed_tokens", 0)), j.value("last_recovery_s", 0.0),
+        j.value("recovery_s_max", 0.0));
+    if (j.contains("unavailable"))
+      std::printf("UNAVAILABLE (new requests get 503): %s\n", j.value("unavailable", "").c_str());
+    std::printf("%-16s %-22s %-10s %s\n", "node", "address", "role", "state");
+    for (const auto& n : j["nodes"])
+      std::printf("%-16s %-22s %-10s %s\n", n.value("name", "?").c_str(),
+                  n.value("address", "?").c_str(), n.value("role", "?").c_str(),
+                  n.value("state", "?").c_str());
+  }
   return 0;
 }
 

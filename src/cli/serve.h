@@ -20,6 +20,9 @@ struct ServeArgs {
   std::string nodes, cluster_file, cluster_key_file, link_dtype = "f32";
   bool link_dtype_set = false;  // --link-dtype given: it overrides the cluster file's
   bool dry_run = false;
+  // Failover (docs/CLUSTER.md): spare nodes, and the failure detection thresholds.
+  std::string standby;
+  int64_t heartbeat_ms = 100, suspect_ms = 300, dead_ms = 1000;
 };
 
 // Runs the server until SIGTERM/SIGINT; returns the process exit code.

@@ -97,9 +97,9 @@ Result<ClusterFile> ParseClusterFile(std::string_view text, const std::string& b
     return Errorf("{}: 'node' must be an array of tables ([[node]])", Where(*nodes, origin));
   for (const toml::node& n : *nodes->as_array()) {
     const toml::table& nt = *n.as_table();
-    SHOAL_RETURN_IF_ERROR(
-        CheckKeys(nt, {"address", "name", "mem_limit", "link_bandwidth_mbit", "link_latency_ms"},
-                  "[[node]]", origin));
+    SHOAL_RETURN_IF_ERROR(CheckKeys(
+        nt, {"address", "name", "mem_limit", "link_bandwidth_mbit", "link_latency_ms", "standby"},
+        "[[node]]", origin));
     SHOAL_ASSIGN_OR_RETURN(std::string addr, GetString(nt, "address", origin));
     if (addr.empty()) return Errorf("{}: [[node]] without an address", Where(n, origin));
     NodeOverride o;
@@ -120,8 +120,14 @@ Result<ClusterFile> ParseClusterFile(std::string_view text, const std::string& b
     SHOAL_ASSIGN_OR_RETURN(double ms, GetNumber(nt, "link_latency_ms", origin));
     o.link_bw = mbit * 1e6 / 8;
     o.link_latency_s = ms * 1e-3;
-    cf.nodes.push_back(std::move(addr));
-    cf.overrides.push_back(std::move(o));
+    bool standby = false;
+    if (const toml::node* sb = nt.get("standby")) {
+      if (!sb->is_boolean())
+        return Errorf("{}: 'standby' must be true or false", Where(*sb, origin));
+      standby = sb->as_boolean()->get();
+    }
+    (standby ? cf.standby : cf.nodes).push_back(std::move(addr));
+    (standby ? cf.standby_overrides : cf.overrides).push_back(std::move(o));
   }
   return cf;
 }

@@ -22,8 +22,11 @@ struct NodeOverride {
 struct ClusterFile {
   std::vector<std::string> nodes;       // "host:port", pipeline order
   std::vector<NodeOverride> overrides;  // [node]
-  std::string key_file;                 // resolved against the file's folder; "" = not set
-  std::string link_dtype;               // "" = not set
+  // Nodes with `standby = true`: spares that take a failed node's place (docs/CLUSTER.md).
+  std::vector<std::string> standby;
+  std::vector<NodeOverride> standby_overrides;  // [standby]
+  std::string key_file;                         // resolved against the file's folder; "" = not set
+  std::string link_dtype;                       // "" = not set
 };
 
 // Parses the TOML text; `base_dir` resolves a relative key_file, `origin` names the source

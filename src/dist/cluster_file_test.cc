@@ -76,6 +76,19 @@ TEST(ClusterFile, Errors) {
   ExpectError("[[node]]\naddress = \"h:1\"\naddress = \"h:2\"\n", "c.toml:3");  // redefined
 }
 
+TEST(ClusterFile, StandbyNodes) {
+  auto cf = ParseClusterFile(
+      "[[node]]\naddress = \"h:1\"\n[[node]]\naddress = \"h:9\"\nstandby = true\n"
+      "name = \"spare\"\n[[node]]\naddress = \"h:2\"\nstandby = false\n",
+      ".", "c.toml");
+  ASSERT_TRUE(cf.ok()) << cf.status().message();
+  EXPECT_EQ(cf->nodes, (std::vector<std::string>{"h:1", "h:2"}));
+  EXPECT_EQ(cf->standby, (std::vector<std::string>{"h:9"}));
+  ASSERT_EQ(cf->standby_overrides.size(), 1u);
+  EXPECT_EQ(cf->standby_overrides[0].name, "spare");
+  ExpectError("[[node]]\naddress = \"h:1\"\nstandby = 1\n", "'standby' must be true or false");
+}
+
 TEST(ClusterFile, ByteSizes) {
   EXPECT_EQ(*ParseByteSize("256M"), 256ull << 20);
   EXPECT_EQ(*ParseByteSize("1.5G"), 3ull << 29);

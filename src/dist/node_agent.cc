@@ -78,7 +78,13 @@ struct NodeAgent::Impl {
   std::unique_ptr<net::Listener> listener;
   planner::NodeInfo info;
   std::atomic<bool> stop{false};
-  std::vector<std::thread> links;
+  // Link threads with a flag each sets when it ends: the accept loop joins ended ones, since a
+  // coordinator probing during failover opens a link every 0.5 s.
+  struct LinkThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<LinkThread> links;
 
   // Stage state, set by an assignment (guarded by mu until the compute thread owns it).
   std::mutex mu;
@@ -90,10 +96,17 @@ struct NodeAgent::Impl {
   std::unique_ptr<ThreadPool> pool;
   std::shared_ptr<net::Conn> coordinator, downstream;
   planner::LinkDType link = planner::LinkDType::kF32;
+  uint32_t epoch = 0;       // of the assignment served; work of any other epoch is dropped
+  Assignment assigned;      // the one served (compared with the next, to keep the layers)
+  bool stage_stop = false;  // guarded by mu: the compute thread ends (a new assignment)
   std::thread compute;
 
   void ServeLink(std::shared_ptr<net::Conn> conn);
   Status HandleAssign(const Assignment& a, const std::shared_ptr<net::Conn>& from);
+  // Ends the stage's compute thread and downstream link; frees the layers unless keep_layers.
+  void DropStage(bool keep_layers);
+  // With the layers loaded: dials the downstream stage and starts the compute thread.
+  Status StartStage(const Assignment& a, const std::shared_ptr<net::Conn>& from);
   void ComputeLoop();
   Status RunWork(const net::Frame& f);
 };
@@ -122,7 +135,7 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(const NodeOptions& opts, net
 NodeAgent::~NodeAgent() {
   Stop();
   for (auto& t : impl_->links)
-    if (t.joinable()) t.join();
+    if (t.thread.joinable()) t.thread.join();
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->cv.notify_all();
@@ -148,7 +161,17 @@ Status NodeAgent::Run() {
     }
     if (!*conn) continue;
     std::shared_ptr<net::Conn> c(std::move(*conn));
-    m.links.emplace_back([&m, c] { m.ServeLink(c); });
+    std::erase_if(m.links, [](auto& t) {
+      if (!t.done->load()) return false;
+      t.thread.join();
+      return true;
+    });
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    m.links.push_back({std::thread([&m, c, done] {
+                         m.ServeLink(c);
+                         *done = true;
+                       }),
+                       done});
   }
   return Status::Ok();
 }
@@ -190,6 +213,11 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
       std::lock_guard<std::mutex> lk(mu);
       work.push_back(std::move(fr));
       cv.notify_one();
+    } else if (fr.type == net::MsgType::kHeartbeat) {
+      // Answered from the link thread, so a node busy with a long step still answers.
+      net::Frame pong;
+      pong.type = net::MsgType::kHeartbeat;
+      if (!conn->Send(pong).ok()) break;
     } else if (fr.type == net::MsgType::kGoodbye) {
       break;
     }
@@ -197,10 +225,55 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
   conn->Shutdown();
 }
 
+void NodeAgent::Impl::DropStage(bool keep_layers) {
+  // A new plan (epoch) replaces the stage: stop the compute thread, drop queued work, close
+  // the old downstream link, and free the old layers before new ones load.
+  std::shared_ptr<net::Conn> down;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!model) return;
+    stage_stop = true;
+    down = downstream;
+  }
+  cv.notify_all();
+  if (down) down->Shutdown();  // a send blocked on a stopped peer returns
+  if (compute.joinable()) compute.join();
+  std::lock_guard<std::mutex> lk(mu);
+  work.clear();
+  coordinator.reset();
+  downstream.reset();
+  stage_stop = false;
+  if (keep_layers) return;
+  Log(LogLevel::kInfo, "dropping layers [{}, {}) of epoch {}", model->first_layer(),
+      model->last_layer(), epoch);
+  model.reset();
+  kv.reset();
+  swap.reset();
+  pool.reset();
+  file.reset();
+}
+
+namespace {
+
+// Whether a node serving `a` can serve `b` with the same layers, KV pool and buffers (only the
+// epoch and the downstream stage differ): failover then costs no reload. The KV rows left in
+// the pool are stale, but the coordinator replays every sequence before reading any.
+bool SameStage(const Assignment& a, const Assignment& b) {
+  const planner::PlanConfig &x = a.config, &y = b.config;
+  return a.model_file == b.model_file && a.first_layer == b.first_layer &&
+         a.last_layer == b.last_layer && a.n_blocks == b.n_blocks &&
+         a.swap_blocks == b.swap_blocks && x.max_num_seqs == y.max_num_seqs &&
+         x.max_model_len == y.max_model_len && x.block_size == y.block_size &&
+         x.kv_dtype == y.kv_dtype && x.max_batched_tokens == y.max_batched_tokens &&
+         x.link_dtype == y.link_dtype && a.manifest.Id() == b.manifest.Id();
+}
+
+}  // namespace
+
 Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<net::Conn>& from) {
-  if (model)
-    return Errorf("this node already serves layers [{}, {})", model->first_layer(),
-                  model->last_layer());
+  const bool keep = model && SameStage(assigned, a);
+  DropStage(keep);
+  if (keep) return StartStage(a, from);
   const std::string& f = a.model_file;
   if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
       f == "." || f == "..")
@@ -254,6 +327,19 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
   // Take the whole planned memory now (see WarmUpStage), so RSS matches the plan from the start
   // and a node that cannot have it fails here rather than in the middle of a request.
   SHOAL_RETURN_IF_ERROR(WarmUpStage(*mdl, store, sw.get(), pl.get(), a.config));
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    file = std::move(gf);
+    model = std::move(mdl);
+    kv = std::make_unique<KvStore>(std::move(store));
+    swap = std::move(sw);
+    pool = std::move(pl);
+    assigned = a;
+  }
+  return StartStage(a, from);
+}
+
+Status NodeAgent::Impl::StartStage(const Assignment& a, const std::shared_ptr<net::Conn>& from) {
   std::shared_ptr<net::Conn> down;
   if (!a.next_host.empty()) {
     SHOAL_ASSIGN_OR_RETURN(
@@ -262,21 +348,19 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
     // The downstream node greets every link with its node info; read and drop it.
     auto j = down->Recv(kConnectTimeoutMs);
     if (!j.ok() || !*j) return Errorf("downstream {}:{} did not greet", a.next_host, a.next_port);
-  } else if (!mdl->is_last_stage()) {
+  } else if (!model->is_last_stage()) {
     return Errorf("no downstream stage for layers [{}, {})", a.first_layer, a.last_layer);
   }
   std::lock_guard<std::mutex> lk(mu);
-  file = std::move(gf);
-  model = std::move(mdl);
-  kv = std::make_unique<KvStore>(std::move(store));
-  swap = std::move(sw);
-  pool = std::move(pl);
   coordinator = from;
   downstream = down;
   link = a.config.link_dtype;
+  epoch = a.epoch;
+  assigned = a;
+  work.clear();
   compute = std::thread([this] { ComputeLoop(); });
-  Log(LogLevel::kInfo, "serving layers [{}, {}) of {} ({} KV blocks)", a.first_layer, a.last_layer,
-      f, a.n_blocks);
+  Log(LogLevel::kInfo, "serving layers [{}, {}) of {} ({} KV blocks, epoch {})", a.first_layer,
+      a.last_layer, a.model_file, a.n_blocks, a.epoch);
   return Status::Ok();
 }
 
@@ -285,10 +369,16 @@ void NodeAgent::Impl::ComputeLoop() {
     net::Frame f;
     {
       std::unique_lock<std::mutex> lk(mu);
-      cv.wait(lk, [&] { return stop.load() || !work.empty(); });
-      if (stop) return;
+      cv.wait(lk, [&] { return stop.load() || stage_stop || !work.empty(); });
+      if (stop || stage_stop) return;
       f = std::move(work.front());
       work.pop_front();
+      // Work of another plan (a late frame from a node evicted at an older epoch, or queued
+      // before this assignment) is never applied: its KV rows would not match this plan's.
+      if (f.tag.epoch != epoch) {
+        Log(LogLevel::kDebug, "dropped a frame of epoch {} (serving epoch {})", f.tag.epoch, epoch);
+        continue;
+      }
     }
     if (Status s = RunWork(f); !s.ok()) {
       // A bad micro-batch fails this link's work, never the process: the coordinator sees

@@ -30,29 +30,34 @@ Result<net::Frame> RecvControl(net::Conn& c, int64_t timeout_ms, const std::stri
 
 }  // namespace
 
-Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& file,
-                               const net::ClusterKey& key) {
-  if (opts.nodes.empty()) return Errorf("no nodes given");
+Result<NodeLink> ConnectNode(const std::string& addr, const NodeOverride& o,
+                             const net::ClusterKey& key, int64_t timeout_ms) {
+  SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(addr));
+  net::AuthOptions auth;
+  auth.timeout_ms = std::min(auth.timeout_ms, timeout_ms);  // a stopped node fails a probe fast
+  SHOAL_ASSIGN_OR_RETURN(auto c,
+                         net::ConnectAuthenticated(hp.first, hp.second, key, timeout_ms, {}, auth));
+  NodeLink l;
+  l.conn = std::shared_ptr<net::Conn>(std::move(c));
+  SHOAL_ASSIGN_OR_RETURN(net::Frame j, RecvControl(*l.conn, timeout_ms, addr));
+  SHOAL_ASSIGN_OR_RETURN(std::string json, DecodeJoin(j.payload));
+  SHOAL_ASSIGN_OR_RETURN(l.info, planner::NodeInfoFromJson(json));
+  l.info.address = addr;  // the address we reached it by
+  if (!o.name.empty()) l.info.name = o.name;
+  if (o.mem_limit > 0 && (l.info.mem_limit == 0 || o.mem_limit < l.info.mem_limit))
+    l.info.mem_limit = o.mem_limit;
+  if (o.link_bw > 0) l.info.link_bw = o.link_bw;
+  if (o.link_latency_s > 0) l.info.link_latency_s = o.link_latency_s;
+  return l;
+}
+
+Result<Cluster> PlanCluster(std::vector<NodeLink> links, const ClusterOptions& opts,
+                            const gguf::File& file) {
+  if (links.empty()) return Errorf("no nodes given");
   Cluster cl;
-  for (const std::string& addr : opts.nodes) {
-    SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(addr));
-    SHOAL_ASSIGN_OR_RETURN(
-        auto c, net::ConnectAuthenticated(hp.first, hp.second, key, opts.connect_timeout_ms));
-    std::shared_ptr<net::Conn> conn(std::move(c));
-    SHOAL_ASSIGN_OR_RETURN(net::Frame j, RecvControl(*conn, opts.connect_timeout_ms, addr));
-    SHOAL_ASSIGN_OR_RETURN(std::string json, DecodeJoin(j.payload));
-    SHOAL_ASSIGN_OR_RETURN(planner::NodeInfo info, planner::NodeInfoFromJson(json));
-    info.address = addr;  // the address we reached it by
-    if (cl.infos.size() < opts.overrides.size()) {
-      const NodeOverride& o = opts.overrides[cl.infos.size()];
-      if (!o.name.empty()) info.name = o.name;
-      if (o.mem_limit > 0 && (info.mem_limit == 0 || o.mem_limit < info.mem_limit))
-        info.mem_limit = o.mem_limit;
-      if (o.link_bw > 0) info.link_bw = o.link_bw;
-      if (o.link_latency_s > 0) info.link_latency_s = o.link_latency_s;
-    }
-    cl.infos.push_back(std::move(info));
-    cl.conns.push_back(std::move(conn));
+  for (NodeLink& l : links) {
+    cl.infos.push_back(std::move(l.info));
+    cl.conns.push_back(std::move(l.conn));
   }
   SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(file));
   SHOAL_ASSIGN_OR_RETURN(cl.plan, planner::MakePlan(prof, cl.infos, opts.plan));
@@ -61,15 +66,30 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
   return cl;
 }
 
+Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& file,
+                               const net::ClusterKey& key) {
+  if (opts.nodes.empty()) return Errorf("no nodes given");
+  std::vector<NodeLink> links;
+  for (size_t i = 0; i < opts.nodes.size(); ++i) {
+    const NodeOverride o = i < opts.overrides.size() ? opts.overrides[i] : NodeOverride{};
+    SHOAL_ASSIGN_OR_RETURN(NodeLink l, ConnectNode(opts.nodes[i], o, key, opts.connect_timeout_ms));
+    links.push_back(std::move(l));
+  }
+  return PlanCluster(std::move(links), opts, file);
+}
+
 Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
   // Every tensor's hash, which nodes check their copies against (reads the model once).
   if (cl.manifest.tensors.empty() && cl.file) {
     SHOAL_ASSIGN_OR_RETURN(cl.manifest, BuildManifest(*cl.file));
   }
-  // Last stage first: each stage dials its downstream peer while loading.
+  // Every stage loads at once (a failover's recovery time is one load, not one per stage); a
+  // stage dials its downstream peer after loading, and every node greets a link whether it is
+  // assigned yet or not. Answers are read last stage first, serving any fetch on the way.
   for (size_t i = cl.plan.stages.size(); i-- > 0;) {
     const planner::Stage& st = cl.plan.stages[i];
     Assignment a;
+    a.epoch = cl.epoch;
     a.model_file = opts.model_file;
     a.first_layer = st.first_layer;
     a.last_layer = st.last_layer;
@@ -77,7 +97,8 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
     a.swap_blocks = opts.swap_blocks;
     a.config = opts.plan;
     if (i + 1 < cl.plan.stages.size()) {
-      SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(cl.infos[i + 1].address));
+      const size_t next = static_cast<size_t>(cl.plan.stages[i + 1].node);
+      SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(cl.infos[next].address));
       a.next_host = hp.first;
       a.next_port = hp.second;
     }
@@ -85,13 +106,17 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
     net::Frame f;
     f.type = net::MsgType::kControl;
     f.payload = EncodeAssign(a);
-    SHOAL_RETURN_IF_ERROR(cl.conns[i]->Send(f));
+    SHOAL_RETURN_IF_ERROR(cl.conns[static_cast<size_t>(st.node)]->Send(f));
+  }
+  for (size_t i = cl.plan.stages.size(); i-- > 0;) {
+    const planner::Stage& st = cl.plan.stages[i];
+    net::Conn& c = *cl.conns[static_cast<size_t>(st.node)];
     for (;;) {
-      SHOAL_ASSIGN_OR_RETURN(net::Frame r, RecvControl(*cl.conns[i], kStepTimeoutMs, st.node_name));
+      SHOAL_ASSIGN_OR_RETURN(net::Frame r, RecvControl(c, kStepTimeoutMs, st.node_name));
       SHOAL_ASSIGN_OR_RETURN(ControlType t, ControlTypeOf(r.payload));
       if (t == ControlType::kFetch) {
         if (!cl.file) return Errorf("node {} asked for model data: no model here", st.node_name);
-        SHOAL_RETURN_IF_ERROR(ServeFetch(*cl.file, cl.file->path(), r.payload, *cl.conns[i])
+        SHOAL_RETURN_IF_ERROR(ServeFetch(*cl.file, cl.file->path(), r.payload, c)
                                   .Annotate("sending tensors to node " + st.node_name));
         continue;
       }
@@ -103,14 +128,20 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
   return Status::Ok();
 }
 
-RemoteExecutor::RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd)
+RemoteExecutor::RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd,
+                               const WatchConfig& watch)
     : cluster_(std::move(cluster)),
       n_vocab_(n_vocab),
       n_embd_(n_embd),
       micro_batches_(static_cast<int32_t>(std::max<size_t>(1, cluster_.plan.stages.size()))) {
   static const SteadyClock clock;  // outlives every StageStats, which may outlive this
   stats_ = std::make_shared<StageStats>(cluster_.plan.stages.size(), &clock);
+  std::vector<std::string> names;
+  for (const planner::NodeInfo& n : cluster_.infos) names.push_back(n.name);
+  watch_ = std::make_unique<LinkWatch>(cluster_.conns, std::move(names), watch);
 }
+
+RemoteExecutor::~RemoteExecutor() { watch_->Stop(); }
 
 Status RemoteExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
                                   std::span<const BlockCopy> copies,
@@ -165,7 +196,7 @@ Status RemoteExecutor::Submit(const Batch& batch) {
     p.rows.push_back(row_end - row_base);
     net::Frame f;
     f.type = net::MsgType::kStepCommand;
-    f.tag = net::DataTag{m, 1, step_};
+    f.tag = net::DataTag{m, cluster_.epoch, step_};
     SHOAL_RETURN_IF_ERROR(EncodeStepWork(w, cluster_.plan.config.link_dtype, n_embd_, &f.payload));
     AppendStageTimes({}, &f.payload);
     SHOAL_RETURN_IF_ERROR(cluster_.conns[cluster_.plan.stages[0].node]->Send(f));
@@ -180,19 +211,17 @@ Status RemoteExecutor::Collect(std::vector<float>* logits) {
   const Pending p = std::move(pending_.front());
   pending_.pop_front();
   logits->clear();
-  net::Conn& last = *cluster_.conns[cluster_.plan.stages.back().node];
+  const size_t last = static_cast<size_t>(cluster_.plan.stages.back().node);
   for (size_t m = 0; m < p.out_counts.size(); ++m) {
     for (;;) {
-      auto f = last.Recv(kStepTimeoutMs);
-      if (!f.ok()) return f.status().Annotate("last stage");
-      if (!*f)
-        return Errorf("step {}: no result from the last stage in {} ms", p.step, kStepTimeoutMs);
-      if ((*f)->type != net::MsgType::kStepResult) continue;  // e.g. a heartbeat
-      if ((*f)->tag.step != p.step || (*f)->tag.request_id != m)
-        return Errorf("step {}: result out of order (step {}, micro-batch {})", p.step,
-                      (*f)->tag.step, (*f)->tag.request_id);
+      auto f = watch_->NextResult(last, kStepTimeoutMs);
+      if (!f.ok()) return f.status().Annotate("step " + std::to_string(p.step));
+      if (f->tag.epoch != cluster_.epoch) continue;  // a late result of an older plan
+      if (f->tag.step != p.step || f->tag.request_id != m)
+        return Errorf("step {}: result out of order (step {}, micro-batch {})", p.step, f->tag.step,
+                      f->tag.request_id);
       SHOAL_ASSIGN_OR_RETURN(std::span<const uint8_t> body,
-                             SplitStageTimes((*f)->payload, &stage_us_));
+                             SplitStageTimes(f->payload, &stage_us_));
       SHOAL_RETURN_IF_ERROR(
           DecodeLogits(body, p.out_counts[m] * static_cast<size_t>(n_vocab_), &part_));
       stats_->Record(stage_us_, p.rows[m]);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dist/cluster_file.h"
+#include "dist/link_watch.h"
 #include "dist/model_transfer.h"
 #include "dist/stage_stats.h"
 #include "engine/engine.h"
@@ -27,6 +28,7 @@ struct ClusterOptions {
   planner::PlanConfig plan;             // sizes (max seqs, length, block size, KV and link types)
   int32_t swap_blocks = 0;
   int64_t connect_timeout_ms = 10'000;
+  WatchConfig watch;  // failure detection on every link (link_watch.h)
 };
 
 // Authenticated links to every node with the plan made from their reported NodeInfo.
@@ -35,9 +37,22 @@ struct Cluster {
   std::vector<planner::NodeInfo> infos;
   planner::Plan plan;
   int32_t n_blocks = 0;              // KV blocks per stage (the engine's pool size)
+  uint32_t epoch = 1;                // plan epoch: every assignment and data frame carries it
   const gguf::File* file = nullptr;  // the coordinator's model (sent to nodes that lack it)
   ModelManifest manifest;            // its per-tensor hashes
 };
+
+// One authenticated link and the node's reported info (with `override` applied).
+struct NodeLink {
+  std::shared_ptr<net::Conn> conn;
+  planner::NodeInfo info;
+};
+Result<NodeLink> ConnectNode(const std::string& address, const NodeOverride& override,
+                             const net::ClusterKey& key, int64_t timeout_ms);
+
+// Plans the layer split over these links (in pipeline order).
+Result<Cluster> PlanCluster(std::vector<NodeLink> links, const ClusterOptions& opts,
+                            const gguf::File& file);
 
 // Connects to the nodes, reads their node info and plans the layer split (fails with each
 // node's shortfall when the model does not fit).
@@ -55,7 +70,9 @@ Status AssignLayers(Cluster& cluster, const ClusterOptions& opts);
 // groups): each stage works in arrival order, so results return first in, first out.
 class RemoteExecutor final : public Executor {
  public:
-  RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd);
+  // Watches every link from here on (link_watch.h): a dead node fails the step in flight.
+  RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd, const WatchConfig& watch = {});
+  ~RemoteExecutor() override;
   int64_t n_vocab() const override { return n_vocab_; }
   Status Run(const Batch& batch, std::vector<float>* logits) override;
   Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
@@ -69,6 +86,9 @@ class RemoteExecutor final : public Executor {
   void SetMicroBatches(int32_t n) { micro_batches_ = std::max(1, n); }
   // Measured per-stage load (thread-safe; outlives the executor when held).
   std::shared_ptr<StageStats> stage_stats() const { return stats_; }
+  const Cluster& cluster() const { return cluster_; }
+  // Health of every node link now, in node order.
+  std::vector<net::HeartbeatMonitor::PeerState> LinkStates() const { return watch_->States(); }
 
  private:
   struct Pending {
@@ -77,6 +97,7 @@ class RemoteExecutor final : public Executor {
     std::vector<int64_t> rows;       // rows per micro-batch
   };
   Cluster cluster_;
+  std::unique_ptr<LinkWatch> watch_;
   std::shared_ptr<StageStats> stats_;
   int64_t n_vocab_, n_embd_;
   int32_t micro_batches_ = 1;

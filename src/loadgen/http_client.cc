@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 
 #include "loadgen/openai_stream.h"
@@ -130,15 +131,22 @@ struct GetReply {
   std::string body;
 };
 
-// GET <prefix><path>; the body of a 200 answer, else the status and the start of the body.
+// GET <prefix><path> (POST when `post_body` is set); the body of a 200 answer, else the status
+// and the start of the body.
 asio::awaitable<GetReply> Get(const HttpTarget* target, std::string path, std::string api_key,
-                              SteadyTime deadline) {
+                              SteadyTime deadline, std::optional<std::string> post_body = {}) {
   beast::tcp_stream stream(co_await asio::this_coro::executor);
   stream.expires_at(deadline);
   beast::error_code ec;
   co_await stream.async_connect(target->endpoints, asio::redirect_error(kToken, ec));
   if (ec) co_return GetReply{Errorf("connect: {}", ec.message()), {}};
-  http::request<http::empty_body> req{http::verb::get, target->path_prefix + path, 11};
+  http::request<http::string_body> req{post_body ? http::verb::post : http::verb::get,
+                                       target->path_prefix + path, 11};
+  if (post_body) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = std::move(*post_body);
+    req.prepare_payload();
+  }
   req.set(http::field::host, target->host_header);
   req.set(http::field::user_agent, kUserAgent);
   req.set(http::field::connection, "close");
@@ -202,6 +210,28 @@ Result<std::string> HttpGet(const HttpTarget& target, const std::string& path,
   });
   io.run();
   if (!out.ok()) return out.status().Annotate("GET " + path);
+  return out;
+}
+
+Result<std::string> HttpPost(const HttpTarget& target, const std::string& path,
+                             const std::string& body, const std::string& api_key,
+                             double timeout_s) {
+  asio::io_context io;
+  Result<std::string> out = Errorf("POST {} did not finish", path);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_s));
+  asio::co_spawn(io, Get(&target, path, api_key, deadline, body),
+                 [&](std::exception_ptr e, GetReply r) {
+                   if (e) {
+                     out = Errorf("internal error: {}", ExceptionMessage(e));
+                   } else if (!r.status.ok()) {
+                     out = r.status;
+                   } else {
+                     out = std::move(r.body);
+                   }
+                 });
+  io.run();
+  if (!out.ok()) return out.status().Annotate("POST " + path);
   return out;
 }
 

@@ -48,6 +48,10 @@ void StartStreamRequest(boost::asio::io_context& io, std::shared_ptr<const HttpT
 Result<std::string> HttpGet(const HttpTarget& target, const std::string& path,
                             const std::string& api_key, double timeout_s);
 
+// POST <prefix><path> with a JSON body: the body of a 200 answer (else an error). Blocking.
+Result<std::string> HttpPost(const HttpTarget& target, const std::string& path,
+                             const std::string& body, const std::string& api_key, double timeout_s);
+
 // GET <prefix>/v1/models and return the first model's id (what vLLM's benchmark does when no
 // model is named). Blocking, bounded by timeout_s.
 Result<std::string> FetchFirstModelId(const HttpTarget& target, const std::string& api_key,

@@ -126,8 +126,9 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
     const EngineStats es = loop_ ? loop_->stats() : EngineStats{};
     std::vector<StageMetrics> stages;
     if (ready_ && model_.stage_metrics) stages = model_.stage_metrics();
-    ex->Respond(200, "text/plain; version=0.0.4; charset=utf-8",
-                metrics_->Render(es, loop_ ? loop_->n_pending() : 0, stages));
+    std::string text = metrics_->Render(es, loop_ ? loop_->n_pending() : 0, stages);
+    if (ready_ && model_.extra_metrics) text += model_.extra_metrics();
+    ex->Respond(200, "text/plain; version=0.0.4; charset=utf-8", text);
     return;
   }
   if (path.rfind("/v1/", 0) == 0 && !cfg_.api_key.empty()) {
@@ -140,7 +141,8 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   }
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
                      path == "/tokenize" || path == "/detokenize" || path == "/v1/models" ||
-                     path == "/v1/cluster" || path.rfind("/v1/models/", 0) == 0;
+                     path == "/v1/cluster" || path == "/v1/cluster/drain" ||
+                     path == "/v1/cluster/join" || path.rfind("/v1/models/", 0) == 0;
   if (!known) {
     SendError(*ex, ApiError::NotFound(path));
     return;
@@ -162,6 +164,19 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   if (path == "/tokenize") return HandleTokenize(req, std::move(ex));
   if (path == "/detokenize") return HandleDetokenize(req, std::move(ex));
   if (path == "/v1/cluster") return HandleCluster(std::move(ex));
+  if (path == "/v1/cluster/drain" || path == "/v1/cluster/join") {
+    const bool join = path == "/v1/cluster/join";
+    const auto& fn = join ? model_.join : model_.drain;
+    if (!fn) return SendError(*ex, ApiError::BadRequest("this server is not a cluster"));
+    auto body = ParseJsonObject(req.body);
+    if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
+    auto node = GetString(*body, "node");
+    if (!node.ok() || !node->has_value())
+      return SendError(*ex, ApiError::BadRequest("'node' (a name or address) is required", "node"));
+    const Status s = fn(**node);
+    if (!s.ok()) return SendError(*ex, ApiError::BadRequest(s.message(), "node"));
+    return ex->Respond(200, kJson, DumpJson(Json{{join ? "joined" : "draining", **node}}));
+  }
   return HandleModels(req, std::move(ex));
 }
 
@@ -183,7 +198,9 @@ void Server::HandleModels(const HttpRequest& req, std::shared_ptr<HttpExchange> 
 }
 
 void Server::HandleCluster(std::shared_ptr<HttpExchange> ex) {
-  Json c = model_.cluster.is_null() ? Json{{"mode", "local"}} : model_.cluster;
+  Json c = model_.cluster_now         ? model_.cluster_now()
+           : model_.cluster.is_null() ? Json{{"mode", "local"}}
+                                      : model_.cluster;
   const EngineStats es = loop_->stats();
   c["model"] = model_.info.name;
   c["requests_running"] = es.n_running;
@@ -266,6 +283,12 @@ void Server::HandleGeneration(const HttpRequest& req, std::shared_ptr<HttpExchan
   if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
   GenerationRequest g;
   if (auto e = ParseGenerationRequest(*body, chat, model_.info, &g)) return SendError(*ex, *e);
+  // A pipeline whose live nodes cannot hold the model refuses new work; requests in flight
+  // wait for the next plan.
+  if (model_.unavailable) {
+    const std::string why = model_.unavailable();
+    if (!why.empty()) return SendError(*ex, ApiError::Unavailable(why), {{"Retry-After", "1"}});
+  }
   int64_t waiting = loop_->n_pending();
   for (const auto& [p, j] : jobs_) waiting += j->waiting() ? 1 : 0;
   if (cfg_.max_queued_requests >= 0 && waiting >= cfg_.max_queued_requests)

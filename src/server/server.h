@@ -36,6 +36,14 @@ struct ServedModel {
   nlohmann::json cluster;  // GET /v1/cluster: the stages (one local stage when not distributed)
   // Measured per-stage load of a pipeline (called on the io thread; empty when local).
   std::function<std::vector<StageMetrics>()> stage_metrics;
+  // A pipeline that fails over (io thread): why new requests get 503 now ("" while serving),
+  // the current /v1/cluster fields (replacing `cluster`) and extra /metrics text.
+  std::function<std::string()> unavailable;
+  std::function<nlohmann::json()> cluster_now;
+  std::function<std::string()> extra_metrics;
+  // POST /v1/cluster/drain {"node": NAME_OR_ADDRESS}: takes the node out (no request dropped).
+  // POST /v1/cluster/join {"node": HOST:PORT}: adds a standby.
+  std::function<Status(const std::string&)> drain, join;
 };
 
 class Server {

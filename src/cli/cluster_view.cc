@@ -1,0 +1,71 @@
+// ClusterJson and FailoverMetrics.
+#include "cli/cluster_view.h"
+
+#include <cstdio>
+
+namespace shoal::cli {
+
+nlohmann::json ClusterJson(const dist::FailoverStats& s) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (size_t i = 0; i < s.plan.stages.size(); ++i) {
+    const planner::Stage& st = s.plan.stages[i];
+    stages.push_back({{"node", st.node_name},
+                      {"address", i < s.stage_addresses.size() ? s.stage_addresses[i] : ""},
+                      {"layers", {st.first_layer, st.last_layer}},
+                      {"mem_predicted_bytes", st.mem.total()},
+                      {"mem_limit_bytes", st.mem_limit},
+                      {"decode_ms_per_token", st.time.decode_s * 1e3}});
+  }
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const dist::MemberState& m : s.members)
+    nodes.push_back(
+        {{"name", m.name}, {"address", m.address}, {"role", m.role}, {"state", m.health}});
+  nlohmann::json j = {{"mode", "pipeline"},
+                      {"link_dtype", std::string(planner::LinkDTypeName(s.plan.config.link_dtype))},
+                      {"stages", stages},
+                      {"nodes", nodes},
+                      {"epoch", s.epoch},
+                      {"failovers", s.failovers},
+                      {"drains", s.drains},
+                      {"replayed_tokens", s.replayed_tokens},
+                      {"last_recovery_s", s.last_recovery_s},
+                      {"recovery_s_max", s.recovery_s_max},
+                      {"predicted_decode_tokens_per_s", s.plan.decode_tokens_per_s},
+                      {"predicted_throughput_tokens_per_s", s.plan.throughput_tokens_per_s}};
+  if (!s.last_failure.empty()) j["last_failure"] = s.last_failure;
+  if (!s.unavailable.empty()) j["unavailable"] = s.unavailable;
+  return j;
+}
+
+std::string FailoverMetrics(const dist::FailoverStats& s) {
+  std::string out;
+  auto line = [&](const char* name, const char* help, const char* type, double v) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "# HELP %s %s\n# TYPE %s %s\n%s %.6g\n", name, help, name, type,
+                  name, v);
+    out += buf;
+  };
+  line("shoal_cluster_epoch", "Plan epoch (bumped by every failover).", "gauge", s.epoch);
+  line("shoal_failovers_total", "Re-plans after a node failure.", "counter",
+       static_cast<double>(s.failovers));
+  line("shoal_replayed_tokens_total", "Tokens recomputed after failovers.", "counter",
+       static_cast<double>(s.replayed_tokens));
+  line("shoal_recovery_seconds_sum", "Failure detected to new plan loaded, summed.", "counter",
+       s.recovery_s_total);
+  line("shoal_recovery_seconds_max", "Longest recovery.", "gauge", s.recovery_s_max);
+  line("shoal_cluster_available", "1 while the live nodes hold the model.", "gauge",
+       s.unavailable.empty() ? 1 : 0);
+  out += "# HELP shoal_node_up Node health: 1 alive, 0.5 suspect, 0 dead or unknown.\n";
+  out += "# TYPE shoal_node_up gauge\n";
+  for (const dist::MemberState& m : s.members) {
+    const double v = m.health == "alive" ? 1 : m.health == "suspect" ? 0.5 : 0;
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "shoal_node_up{node=\"%s\",address=\"%s\",role=\"%s\",state=\"%s\"} %.1f\n",
+                  m.name.c_str(), m.address.c_str(), m.role.c_str(), m.health.c_str(), v);
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace shoal::cli

@@ -1,0 +1,387 @@
+// FailoverExecutor: detect (link_watch.h), re-plan over the live nodes, reassign, replay.
+#include "dist/failover_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "base/log.h"
+
+namespace shoal::dist {
+
+namespace {
+
+double Now() { return NowSeconds(); }
+
+// The replay bookkeeping forgets sequences past this many (each costs ~48 bytes; a server runs
+// a few hundred at once). Forgetting only undercounts the replayed-tokens metric.
+constexpr size_t kMaxTrackedSeqs = 65536;
+
+// Sleep slices while waiting between attempts, so Stop is seen within 50 ms.
+constexpr int64_t kSleepSliceMs = 50;
+
+}  // namespace
+
+FailoverExecutor::FailoverExecutor(const FailoverOptions& opts, const gguf::File& file,
+                                   net::ClusterKey key, int64_t n_vocab, int64_t n_embd)
+    : opts_(opts),
+      file_(&file),
+      key_(std::move(key)),
+      n_vocab_(n_vocab),
+      n_embd_(n_embd),
+      active_(opts.cluster.nodes),
+      standby_(opts.standby) {}
+
+FailoverExecutor::~FailoverExecutor() = default;
+
+Result<std::unique_ptr<FailoverExecutor>> FailoverExecutor::Create(const FailoverOptions& opts,
+                                                                   const gguf::File& file,
+                                                                   net::ClusterKey key,
+                                                                   int64_t n_vocab,
+                                                                   int64_t n_embd) {
+  SHOAL_RETURN_IF_ERROR(CheckWatchConfig(opts.cluster.watch));
+  auto f = std::unique_ptr<FailoverExecutor>(
+      new FailoverExecutor(opts, file, std::move(key), n_vocab, n_embd));
+  SHOAL_ASSIGN_OR_RETURN(Cluster cl, ConnectAndPlan(opts.cluster, file, f->key_));
+  cl.epoch = f->epoch_;
+  SHOAL_RETURN_IF_ERROR(AssignLayers(cl, opts.cluster));
+  for (const std::string& s : f->standby_) f->health_[s] = "unknown";
+  f->Install(std::move(cl));
+  return f;
+}
+
+void FailoverExecutor::SetMicroBatches(std::function<int32_t(int32_t)> f) {
+  micro_batches_ = std::move(f);
+  if (inner_ && micro_batches_)
+    inner_->SetMicroBatches(
+        micro_batches_(static_cast<int32_t>(inner_->cluster().plan.stages.size())));
+}
+
+void FailoverExecutor::Install(Cluster cl) {
+  auto exec =
+      std::make_unique<RemoteExecutor>(std::move(cl), n_vocab_, n_embd_, opts_.cluster.watch);
+  const planner::Plan& plan = exec->cluster().plan;
+  if (micro_batches_)
+    exec->SetMicroBatches(micro_batches_(static_cast<int32_t>(plan.stages.size())));
+  std::vector<std::string> names, addrs;
+  for (const planner::Stage& st : plan.stages) {
+    names.push_back(st.node_name);
+    addrs.push_back(exec->cluster().infos[static_cast<size_t>(st.node)].address);
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const planner::NodeInfo& n : exec->cluster().infos) names_[n.address] = n.name;
+  stats_.epoch = exec->cluster().epoch;
+  stats_.plan = plan;
+  stats_.stage_addresses = std::move(addrs);
+  stage_stats_ = exec->stage_stats();
+  stage_names_ = std::move(names);
+  inner_ = std::move(exec);
+}
+
+Status FailoverExecutor::TryPlan(uint32_t epoch) {
+  // Probe every known node: the plan's, the standbys (and nodes evicted earlier, which wait in
+  // the standby list and come back when they answer again).
+  std::map<std::string, NodeLink> alive;
+  auto probe = [&](const std::string& addr) {
+    NodeOverride o;
+    for (size_t i = 0; i < opts_.cluster.nodes.size() && i < opts_.cluster.overrides.size(); ++i)
+      if (opts_.cluster.nodes[i] == addr) o = opts_.cluster.overrides[i];
+    for (size_t i = 0; i < opts_.standby.size() && i < opts_.standby_overrides.size(); ++i)
+      if (opts_.standby[i] == addr) o = opts_.standby_overrides[i];
+    const int64_t timeout =
+        opts_.probe_timeout_ms > 0 ? opts_.probe_timeout_ms : opts_.cluster.watch.suspect_ms;
+    auto l = ConnectNode(addr, o, key_, timeout);
+    std::lock_guard<std::mutex> lk(mu_);
+    health_[addr] = l.ok() ? "alive" : "dead";
+    if (l.ok()) {
+      names_[addr] = l->info.name;
+      alive.emplace(addr, std::move(*l));
+    }
+  };
+  std::vector<std::string> act0, stb0;
+  {
+    // Drained nodes leave the membership (until they join again).
+    std::lock_guard<std::mutex> lk(mu_);
+    auto drained = [&](const std::string& a) {
+      return std::find(drained_.begin(), drained_.end(), a) != drained_.end();
+    };
+    std::erase_if(active_, drained);
+    std::erase_if(standby_, drained);
+    act0 = active_;
+    stb0 = standby_;
+  }
+  const double t0 = Now();
+  {
+    // In parallel: a stopped node holds its probe for the whole probe timeout.
+    std::vector<std::thread> probes;
+    for (const std::vector<std::string>* list : {&act0, &stb0})
+      for (const std::string& a : *list) probes.emplace_back(probe, a);
+    for (std::thread& t : probes) t.join();
+  }
+  const double t_probe = Now() - t0;
+  // A dead node's place goes to the first live standby; the dead node becomes a standby
+  // itself (taken again if it comes back).
+  std::vector<std::string> active, standby = stb0, evicted;
+  for (const std::string& a : act0) {
+    if (alive.count(a)) {
+      active.push_back(a);
+      continue;
+    }
+    evicted.push_back(a);
+    auto s = std::find_if(standby.begin(), standby.end(),
+                          [&](const std::string& x) { return alive.count(x) > 0; });
+    if (s == standby.end()) continue;
+    Log(LogLevel::kInfo, "failover: standby {} takes the place of {}", *s, a);
+    active.push_back(*s);
+    standby.erase(s);
+  }
+  for (const std::string& e : evicted) standby.push_back(e);
+  // Publishes the lists, keeping nodes that joined meanwhile (Join appends under mu_).
+  auto publish = [&](const std::vector<std::string>& act, std::vector<std::string> stb) {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::erase_if(stb, [&](const std::string& x) {  // drained while this plan was made
+      return std::find(drained_.begin(), drained_.end(), x) != drained_.end();
+    });
+    for (const std::string& x : standby_)
+      if (std::find(stb.begin(), stb.end(), x) == stb.end() &&
+          std::find(act.begin(), act.end(), x) == act.end() &&
+          std::find(drained_.begin(), drained_.end(), x) == drained_.end())
+        stb.push_back(x);
+    active_ = act;
+    standby_ = std::move(stb);
+  };
+  publish(active, standby);
+  // Plan over the actives; if they cannot hold the model, add live standbys one at a time.
+  Status last = Errorf("no live node");
+  for (;;) {
+    if (!active.empty()) {
+      std::vector<NodeLink> links;
+      for (const std::string& a : active) links.push_back(alive.at(a));
+      auto cl = PlanCluster(std::move(links), opts_.cluster, *file_);
+      if (cl.ok()) {
+        cl->epoch = epoch;
+        std::fprintf(stderr, "failover: plan of epoch %u\n%s", epoch,
+                     planner::FormatPlan(cl->plan).c_str());
+        const double t1 = Now();
+        SHOAL_RETURN_IF_ERROR(AssignLayers(*cl, opts_.cluster));
+        Log(LogLevel::kWarn, "failover: probed {} nodes in {:.3f} s, assigned in {:.3f} s",
+            alive.size(), t_probe, Now() - t1);
+        publish(active, standby);
+        Install(std::move(*cl));
+        return Status::Ok();
+      }
+      last = cl.status();
+    }
+    auto s = std::find_if(standby.begin(), standby.end(),
+                          [&](const std::string& x) { return alive.count(x) > 0; });
+    if (s == standby.end()) break;
+    active.push_back(*s);
+    standby.erase(s);
+  }
+  return last.Annotate("the live nodes cannot hold the model");
+}
+
+Status FailoverExecutor::Drain(const std::string& node) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto is = [&](const std::string& a) {
+    auto n = names_.find(a);
+    return a == node || (n != names_.end() && n->second == node);
+  };
+  // A standby leaves at once; a node in the plan at the next step (a re-plan without it).
+  auto sb = std::find_if(standby_.begin(), standby_.end(), is);
+  if (sb != standby_.end()) {
+    Log(LogLevel::kWarn, "drain: standby {} left the cluster", *sb);
+    if (std::find(drained_.begin(), drained_.end(), *sb) == drained_.end()) drained_.push_back(*sb);
+    standby_.erase(sb);
+    return Status::Ok();
+  }
+  auto ac = std::find_if(active_.begin(), active_.end(), is);
+  if (ac == active_.end()) return Errorf("no node '{}' in the cluster", node);
+  if (std::find(drained_.begin(), drained_.end(), *ac) == drained_.end()) drained_.push_back(*ac);
+  replan_ = true;
+  Log(LogLevel::kWarn, "drain: {} leaves the cluster at the next step", *ac);
+  return Status::Ok();
+}
+
+Status FailoverExecutor::Join(const std::string& address) {
+  SHOAL_ASSIGN_OR_RETURN(auto hp, net::ParseHostPort(address));
+  if (hp.second == 0) return Errorf("bad port in '{}'", address);
+  std::lock_guard<std::mutex> lk(mu_);
+  if (std::erase(drained_, address) > 0) {
+    for (const std::vector<std::string>* list : {&active_, &standby_})
+      if (std::find(list->begin(), list->end(), address) != list->end()) {
+        Log(LogLevel::kWarn, "join: {} stays (its drain had not happened yet)", address);
+        return Status::Ok();
+      }
+  }
+  for (const std::vector<std::string>* list : {&active_, &standby_})
+    if (std::find(list->begin(), list->end(), address) != list->end())
+      return Errorf("{} is already a member", address);
+  standby_.push_back(address);  // TryPlan works on copies and keeps what joined meanwhile
+  health_[address] = "unknown";
+  Log(LogLevel::kWarn, "join: {} is a standby", address);
+  return Status::Ok();
+}
+
+Status FailoverExecutor::Recover(const Status& why, bool planned) {
+  const double t0 = Now();
+  Log(LogLevel::kWarn, "{}: {}", planned ? "re-plan" : "failover", why.message());
+  for (const auto& [seq, rows] : computed_) replay_[seq] = std::max(replay_[seq], rows);
+  computed_.clear();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (planned) {
+      ++stats_.drains;
+    } else {
+      ++stats_.failovers;
+      stats_.last_failure = why.message();
+    }
+    if (inner_) {
+      const auto states = inner_->LinkStates();
+      const auto& infos = inner_->cluster().infos;
+      for (size_t i = 0; i < states.size() && i < infos.size(); ++i)
+        health_[infos[i].address] = net::PeerHealthName(states[i].health);
+    }
+  }
+  // Closing the old links tells every node the old plan is over (their late frames carry the
+  // old epoch and are dropped).
+  std::unique_ptr<RemoteExecutor> old;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    old = std::move(inner_);
+  }
+  old.reset();
+  for (;;) {
+    if (stop_) return Errorf("stopped while recovering from: {}", why.message());
+    const Status s = TryPlan(++epoch_);
+    if (s.ok()) break;
+    Log(LogLevel::kWarn, "failover: no plan yet: {}", s.message());
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stats_.unavailable = "the cluster lost nodes and cannot serve yet: " + s.message();
+    }
+    if (opts_.give_up_ms > 0 && (Now() - t0) * 1e3 > static_cast<double>(opts_.give_up_ms)) {
+      std::lock_guard<std::mutex> lk(mu_);
+      stats_.unavailable = "no plan after a node failure: " + s.message();
+      return s;
+    }
+    for (int64_t w = 0; w < opts_.retry_ms && !stop_; w += kSleepSliceMs)
+      std::this_thread::sleep_for(std::chrono::milliseconds(kSleepSliceMs));
+  }
+  ++kv_epoch_;
+  const double dt = Now() - t0;
+  Log(LogLevel::kWarn, "failover: serving again at epoch {} after {:.3f} s", epoch_, dt);
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.unavailable.clear();
+  if (planned) return Status::Ok();
+  stats_.last_recovery_s = dt;
+  stats_.recovery_s_total += dt;
+  stats_.recovery_s_max = std::max(stats_.recovery_s_max, dt);
+  return Status::Ok();
+}
+
+void FailoverExecutor::CountReplay(const Batch& batch) {
+  if (computed_.size() > kMaxTrackedSeqs) computed_.clear();
+  int64_t replayed = 0;
+  for (const SeqChunk& c : batch.chunks) {
+    const int32_t end = c.pos0 + c.n_tokens;
+    auto r = replay_.find(c.seq_id);
+    if (r != replay_.end()) {
+      replayed += std::max(0, std::min(end, r->second) - std::min(c.pos0, r->second));
+      if (end >= r->second) replay_.erase(r);
+    }
+    int32_t& done = computed_[c.seq_id];
+    done = std::max(done, end);
+  }
+  if (replayed > 0) {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.replayed_tokens += replayed;
+  }
+}
+
+Status FailoverExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
+                                    std::span<const BlockCopy> copies,
+                                    std::span<const BlockCopy> swap_in) {
+  if (!inner_) return Errorf("no plan");
+  return inner_->CopyBlocks(swap_out, copies, swap_in);  // buffered: cannot fail on a node
+}
+
+Status FailoverExecutor::CopyStates(std::span<const BlockCopy> copies) {
+  if (!inner_) return Errorf("no plan");
+  return inner_->CopyStates(copies);  // buffered, as block copies
+}
+
+Status FailoverExecutor::Run(const Batch& batch, std::vector<float>* logits) {
+  SHOAL_RETURN_IF_ERROR(Submit(batch));
+  return Collect(logits);
+}
+
+Status FailoverExecutor::Submit(const Batch& batch) {
+  // A failed submit or collect re-plans and bumps kv_epoch: the engine voids this step and the
+  // ones in flight and replays every sequence (engine.h, kv_epoch).
+  if (replan_.exchange(false)) {
+    // A drain: re-plan now (steps in flight are voided and replayed with the others).
+    SHOAL_RETURN_IF_ERROR(Recover(Errorf("a node was drained"), true));
+    return Status::Ok();
+  }
+  if (!inner_) return Recover(Errorf("no plan"));
+  CountReplay(batch);
+  const Status s = inner_->Submit(batch);
+  return s.ok() ? s : Recover(s);
+}
+
+Status FailoverExecutor::Collect(std::vector<float>* logits) {
+  if (!inner_) return Recover(Errorf("no plan"));
+  const Status s = inner_->Collect(logits);
+  return s.ok() ? s : Recover(s);
+}
+
+FailoverStats FailoverExecutor::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  FailoverStats out = stats_;
+  std::vector<net::HeartbeatMonitor::PeerState> states;
+  if (inner_) states = inner_->LinkStates();
+  for (size_t i = 0; i < active_.size(); ++i) {
+    MemberState m;
+    m.address = active_[i];
+    auto n = names_.find(m.address);
+    m.name = n == names_.end() ? m.address : n->second;
+    m.role = "spare";
+    for (size_t s = 0; s < stats_.stage_addresses.size(); ++s)
+      if (stats_.stage_addresses[s] == m.address) m.role = "stage " + std::to_string(s);
+    if (std::find(drained_.begin(), drained_.end(), m.address) != drained_.end())
+      m.role = "draining";
+    auto h = health_.find(m.address);
+    m.health = i < states.size() && inner_ ? net::PeerHealthName(states[i].health)
+                                           : (h == health_.end() ? "unknown" : h->second);
+    out.members.push_back(std::move(m));
+  }
+  for (const std::string& a : standby_) {
+    MemberState m;
+    m.address = a;
+    auto n = names_.find(a);
+    m.name = n == names_.end() ? a : n->second;
+    m.role = "standby";
+    auto h = health_.find(a);
+    m.health = h == health_.end() ? "unknown" : h->second;
+    out.members.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::vector<StageLoad> FailoverExecutor::StageLoads() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stage_stats_ ? stage_stats_->Snapshot() : std::vector<StageLoad>{};
+}
+
+std::vector<std::string> FailoverExecutor::StageNames() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stage_names_;
+}
+
+std::string FailoverExecutor::Unavailable() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_.unavailable;
+}
+
+}  // namespace shoal::dist

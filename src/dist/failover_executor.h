@@ -1,0 +1,125 @@
+// FailoverExecutor: a RemoteExecutor that survives node loss. On a failed step or a dead link
+// it re-plans over the live nodes (a standby takes a dead node's place), assigns the layers at
+// the next plan epoch and bumps kv_epoch, so the engine recomputes every live sequence's KV
+// from its tokens and the output goes on exactly as an undisturbed run's (docs/CLUSTER.md).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dist/remote_executor.h"
+
+namespace shoal::dist {
+
+struct FailoverOptions {
+  ClusterOptions cluster;                       // nodes: the first plan's, in pipeline order
+  std::vector<std::string> standby;             // spares, in the order they replace dead nodes
+  std::vector<NodeOverride> standby_overrides;  // [standby] (may be shorter)
+  // Probing a node during recovery: connect, authenticate and read its info within this long
+  // (0: the suspect time, 300 ms by default: loopback and LAN answer in milliseconds, a stopped
+  // process never does, and the probes run in parallel, so this bounds the probe phase).
+  int64_t probe_timeout_ms = 0;
+  // Between re-planning attempts while the survivors cannot hold the model (each probes every
+  // known node again, so a node that joins or restarts is taken within this long).
+  int64_t retry_ms = 500;
+  // Give up (the engine fails the requests in flight) after this long without a plan; 0: never.
+  int64_t give_up_ms = 0;
+};
+
+// One node as the coordinator sees it.
+struct MemberState {
+  std::string address, name;
+  std::string role;    // "stage N", "standby" or "spare" (alive, outside the plan)
+  std::string health;  // alive, suspect, dead, or unknown (a standby not probed yet)
+};
+
+struct FailoverStats {
+  uint32_t epoch = 0;
+  int64_t failovers = 0;
+  int64_t drains = 0;
+  int64_t replayed_tokens = 0;  // prompt and generated tokens recomputed after failovers
+  double last_recovery_s = 0;   // failure detected -> new plan loaded
+  double recovery_s_total = 0;  // sum over failovers
+  double recovery_s_max = 0;
+  std::string last_failure;  // why the last failover began
+  std::string unavailable;   // non-empty while no plan fits: new requests get 503
+  std::vector<MemberState> members;
+  planner::Plan plan;                        // the current plan
+  std::vector<std::string> stage_addresses;  // [stage]
+};
+
+class FailoverExecutor final : public Executor {
+ public:
+  // Builds the first plan over opts.cluster.nodes (failing as ConnectAndPlan does).
+  static Result<std::unique_ptr<FailoverExecutor>> Create(const FailoverOptions& opts,
+                                                          const gguf::File& file,
+                                                          net::ClusterKey key, int64_t n_vocab,
+                                                          int64_t n_embd);
+  ~FailoverExecutor() override;
+
+  int64_t n_vocab() const override { return n_vocab_; }
+  uint64_t kv_epoch() const override { return kv_epoch_; }
+  Status Run(const Batch& batch, std::vector<float>* logits) override;
+  Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
+                    std::span<const BlockCopy> swap_in) override;
+  Status CopyStates(std::span<const BlockCopy> copies) override;
+  Status Submit(const Batch& batch) override;
+  Status Collect(std::vector<float>* logits) override;
+
+  // Micro-batches per step as a function of the plan's stage count (re-applied per plan).
+  void SetMicroBatches(std::function<int32_t(int32_t n_stages)> f);
+  // Thread-safe snapshots (the HTTP thread reads them while the engine thread steps).
+  FailoverStats stats() const;
+  std::vector<StageLoad> StageLoads() const;
+  std::vector<std::string> StageNames() const;
+  // Thread-safe: the reason new requests are refused now ("" when serving).
+  std::string Unavailable() const;
+  // Thread-safe: removes a node (address or name) from the cluster. At the next step the
+  // pipeline re-plans without it (a planned failover: requests in flight replay, none is lost);
+  // the node may then be stopped. Error for an unknown node.
+  Status Drain(const std::string& node);
+  // Thread-safe: adds a node (HOST:PORT) as a standby (a drained one comes back). It takes a
+  // dead node's place at the next failover, or a plan's when the live ones cannot hold it.
+  Status Join(const std::string& address);
+  // Thread-safe: a recovery in progress gives up at its next attempt.
+  void Stop() { stop_ = true; }
+
+ private:
+  FailoverExecutor(const FailoverOptions& opts, const gguf::File& file, net::ClusterKey key,
+                   int64_t n_vocab, int64_t n_embd);
+  // Re-plans until a plan loads (or Stop / give_up_ms); then bumps kv_epoch.
+  Status Recover(const Status& why, bool planned = false);
+  Status TryPlan(uint32_t epoch);  // one attempt over the members that answer
+  void Install(Cluster cl);        // new inner executor; publishes stages and members
+  void CountReplay(const Batch& batch);
+
+  FailoverOptions opts_;
+  const gguf::File* file_;
+  net::ClusterKey key_;
+  int64_t n_vocab_, n_embd_;
+  std::function<int32_t(int32_t)> micro_batches_;
+  std::unique_ptr<RemoteExecutor> inner_;
+  uint64_t kv_epoch_ = 0;
+  uint32_t epoch_ = 1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> replan_{false};            // a drain asks for a new plan at the next step
+  std::vector<std::string> active_, standby_;  // addresses: the plan's nodes; the spares
+  // Replay accounting: per sequence, the KV rows computed before the last failover.
+  std::map<int64_t, int32_t> computed_, replay_;
+
+  mutable std::mutex mu_;  // guards everything below (read by other threads)
+  FailoverStats stats_;
+  std::shared_ptr<StageStats> stage_stats_;
+  std::vector<std::string> stage_names_;
+  std::map<std::string, std::string> names_;   // address -> node name, once known
+  std::map<std::string, std::string> health_;  // address -> last probed health
+  std::vector<std::string> drained_;           // addresses removed by Drain
+};
+
+}  // namespace shoal::dist

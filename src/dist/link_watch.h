@@ -1,0 +1,74 @@
+// LinkWatch: the coordinator's reader of its node links. One thread per link pings the node,
+// records every frame heard in a HeartbeatMonitor and queues step results, so a dead or
+// silent node fails the step in a bounded time instead of hanging it.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/status.h"
+#include "net/conn.h"
+#include "net/heartbeat.h"
+
+namespace shoal::dist {
+
+// Failure detection thresholds (docs/CLUSTER.md, "Failover").
+struct WatchConfig {
+  // The coordinator pings every link this often and the node's link thread answers at once
+  // (also while its compute thread runs a long step). 100 ms: ~0.4 kB/s per link, and a
+  // suspicion within a few pings.
+  int64_t heartbeat_ms = 100;
+  // Silence before a node is suspect (3 pings lost: not one late packet)...
+  int64_t suspect_ms = 300;
+  // ...and dead: 1 s detects a crashed machine within 1 s on a LAN; a closed socket (a killed
+  // process) is death at once. A node silent for less (SIGSTOP, overload) only waits.
+  int64_t dead_ms = 1000;
+};
+
+// Error unless 0 < heartbeat_ms <= suspect_ms < dead_ms.
+Status CheckWatchConfig(const WatchConfig& c);
+
+class LinkWatch {
+ public:
+  // Starts watching the links (names[i] names conns[i] in errors and states). The caller must
+  // not Recv on them afterwards.
+  LinkWatch(std::vector<std::shared_ptr<net::Conn>> conns, std::vector<std::string> names,
+            const WatchConfig& config);
+  ~LinkWatch();
+  LinkWatch(const LinkWatch&) = delete;
+  LinkWatch& operator=(const LinkWatch&) = delete;
+
+  // The next step result from link i; an error as soon as any link is dead (closed, failed or
+  // silent past dead_ms) or when none came within timeout_ms.
+  Result<net::Frame> NextResult(size_t i, int64_t timeout_ms);
+  // Every link's health now, in link order (peer = its name).
+  std::vector<net::HeartbeatMonitor::PeerState> States() const;
+  // Why the first dead link is dead; "" while all live.
+  std::string DeadReason() const;
+  // Shuts every link down and joins the threads (idempotent).
+  void Stop();
+
+ private:
+  void Serve(size_t i);
+
+  std::vector<std::shared_ptr<net::Conn>> conns_;
+  std::vector<std::string> names_;
+  WatchConfig config_;
+  SteadyClock clock_;
+  net::HeartbeatMonitor monitor_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::deque<net::Frame>> results_;  // [link], guarded by mu_
+  std::string dead_;                             // guarded by mu_
+  bool stop_ = false;                            // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace shoal::dist
