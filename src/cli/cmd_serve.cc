@@ -159,12 +159,14 @@ int Serve(const ServeArgs& a) {
       m.engine = std::move(*engine);
     } else {
       // A per-sequence recurrent state (kimi-k3) lives on the stages owning its layers, in slots
-      // the scheduler allots: Engine::Create's rule (no swap, no prefix cache, one group).
+      // the scheduler allots: Engine::Create's rule (no swap, snapshots for the prefix cache, one
+      // group).
       bool recurrent = false;
       for (int64_t il = 0; il < hp.n_layer; ++il)
         recurrent = recurrent || hp.is_recurrent_layer(il);
       if (recurrent) {
         cfg.state_slots = std::max(1, cfg.max_num_seqs);
+        cfg.state_snapshots = StateSnapshotSlots(cfg.state_slots);  // the nodes allot them too
         cfg.swap_blocks = 0;
         cfg.pipeline_groups = 1;
       }

@@ -21,6 +21,7 @@
 #include "net/conn.h"
 #include "planner/cost_model.h"
 #include "planner/model_profile.h"
+#include "sched/scheduler.h"
 #include "threading/membw.h"
 #include "threading/thread_pool.h"
 
@@ -311,9 +312,11 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
     SHOAL_ASSIGN_OR_RETURN(gf, gguf::File::Open(path));
   }
   SHOAL_ASSIGN_OR_RETURN(auto mdl, Model::Load(*gf, LoadOptions{a.first_layer, a.last_layer}));
-  // Recurrent-state slots (kimi-k3's KDA layers of this range): one per running sequence, the
-  // ids the coordinator's scheduler allots (Engine::Create's rule, EngineConfig::state_slots).
-  const int32_t n_state_slots = std::max(1, a.config.max_num_seqs);
+  // Recurrent-state slots (kimi-k3's KDA layers of this range): one per running sequence, then
+  // the prefix-cache snapshots, the ids the coordinator's scheduler allots (Engine::Create's
+  // rule, EngineConfig::state_slots and state_snapshots).
+  const int32_t seq_slots = std::max(1, a.config.max_num_seqs);
+  const int32_t n_state_slots = seq_slots + StateSnapshotSlots(seq_slots);
   SHOAL_ASSIGN_OR_RETURN(KvStore store,
                          KvStore::Create(mdl->MakeKvLayout(a.n_blocks, a.config.block_size,
                                                            a.config.kv_dtype, n_state_slots)));

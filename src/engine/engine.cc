@@ -80,6 +80,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig&
   // A per-sequence recurrent state lives in slots beside the KV pool, one per running sequence.
   cfg.state_slots = model->StateFloatsPerSeq() > 0 ? std::max(1, cfg.max_num_seqs) : 0;
   if (cfg.state_slots > 0) cfg.swap_blocks = 0;  // preemption by recompute rebuilds the state
+  // Prefix-cache snapshots of the state take slots after the sequences' (sched/scheduler.h).
+  cfg.state_snapshots = cfg.state_slots > 0 ? StateSnapshotSlots(cfg.state_slots) : 0;
   const int64_t per_seq = BlockTable::BlocksFor(cfg.n_ctx, cfg.block_size);
   const uint64_t block_bytes =
       std::max<uint64_t>(1, model->MakeKvLayout(1, cfg.block_size, cfg.kv_dtype).BytesPerBlock());
@@ -98,8 +100,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig&
         blocks, block_bytes, blocks * cfg.block_size, cfg.n_ctx);
   if (blocks > INT32_MAX) return Errorf("KV pool of {} blocks is too large", blocks);
   const auto n_blocks = static_cast<int32_t>(blocks);
-  SHOAL_ASSIGN_OR_RETURN(KvStore kv, KvStore::Create(model->MakeKvLayout(
-                                         n_blocks, cfg.block_size, cfg.kv_dtype, cfg.state_slots)));
+  SHOAL_ASSIGN_OR_RETURN(
+      KvStore kv, KvStore::Create(model->MakeKvLayout(n_blocks, cfg.block_size, cfg.kv_dtype,
+                                                      cfg.state_slots + cfg.state_snapshots)));
   std::optional<KvStore> swap;
   if (cfg.swap_blocks > 0) {
     SHOAL_ASSIGN_OR_RETURN(
@@ -122,6 +125,7 @@ SchedConfig MakeSchedConfig(const EngineConfig& cfg, int32_t kv_blocks, int32_t 
   s.swap_blocks = cfg.swap_blocks / groups;
   s.tiled_prompt_min = kTiledPromptMin;
   s.state_slots = cfg.state_slots;  // one group when there are state slots (Engine::Engine)
+  s.state_snapshots = cfg.state_snapshots;
   return s;
 }
 

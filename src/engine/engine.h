@@ -36,8 +36,11 @@ struct EngineConfig {
   bool return_logits = false;  // copy each sampled step's logits into the event (tests)
   // Recurrent-state slots (models with a per-sequence state, kimi-k3). Engine::Create sets it
   // to max_num_seqs for such models (0 otherwise); a request's n choices need n of them, and
-  // prefix caching and swap are off (sched/scheduler.h).
+  // swap is off (sched/scheduler.h).
   int32_t state_slots = 0;
+  // Slots after those holding prefix-cache snapshots of the state (StateSnapshotSlots of
+  // state_slots, set with it); 0 turns prefix caching off for such a model.
+  int32_t state_snapshots = 0;
   // Sequence groups whose steps overlap (vLLM's virtual engines): each group has its own
   // scheduler, max_num_seqs / groups sequences and an equal share of the KV blocks (and swap
   // space), and a step of one group is computed while the others' are in flight. 1 = one step

@@ -210,7 +210,7 @@ Status KimiK3::Forward(const Batch& b, const float* hidden_in, KvStore& kv, Thre
     } else if (kv.StatePos(c.state_slot) != c.pos0) {
       return Errorf(
           "kimi-k3: sequence {} resumes at position {} but its recurrent state is at {} (a "
-          "prefix-cache hit or swap-in: the state is neither cached nor swapped)",
+          "prefix-cache hit without its state snapshot copied, or a swap-in: it is not swapped)",
           c.seq_id, c.pos0, kv.StatePos(c.state_slot));
     }
     seq[ci] = base;

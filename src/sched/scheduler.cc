@@ -11,16 +11,23 @@ namespace shoal {
 
 namespace {
 SchedConfig Effective(SchedConfig c) {
-  if (c.state_slots > 0) {  // a recurrent state is neither block-aligned nor swapped
-    c.enable_prefix_caching = false;
+  if (c.state_slots > 0) {  // a recurrent state is not swapped; it is cached as snapshots
     c.swap_blocks = 0;
+    if (c.state_snapshots <= 0) c.enable_prefix_caching = false;
+  } else {
+    c.state_snapshots = 0;
   }
+  if (!c.enable_prefix_caching) c.state_snapshots = 0;
   return c;
 }
 }  // namespace
 
 Scheduler::Scheduler(const SchedConfig& cfg, BlockAllocator* alloc, const Clock* clock)
-    : cfg_(Effective(cfg)), alloc_(alloc), clock_(clock), swap_(std::max(0, cfg_.swap_blocks)) {
+    : cfg_(Effective(cfg)),
+      alloc_(alloc),
+      clock_(clock),
+      swap_(std::max(0, cfg_.swap_blocks)),
+      snapshots_(cfg_.state_slots, cfg_.state_snapshots) {
   for (int32_t i = cfg_.state_slots - 1; i >= 0; --i) free_states_.push_back(i);
 }
 
@@ -112,7 +119,7 @@ void Scheduler::Finish(int64_t seq_id) {
       waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq_id));
       break;
   }
-  if (s.state == SeqState::kRunning) Publish(s);
+  if (s.state == SeqState::kRunning) Publish(s, &pending_states_);  // before its slot is reused
   s.table.Clear(*alloc_);
   for (int32_t slot : s.swap_slots) swap_.Release(slot);
   ReleaseStates(s);
@@ -171,14 +178,24 @@ void Scheduler::HashUpTo(Seq& s, int32_t n_blocks) {
   }
 }
 
-void Scheduler::Publish(Seq& s) {
+void Scheduler::Publish(Seq& s, std::vector<BlockCopy>* state_out) {
   if (!cfg_.enable_prefix_caching) return;
   const int32_t upto = std::min(HashableBlocks(s), s.n_computed / cfg_.block_size);
-  if (upto <= s.n_published) return;
-  HashUpTo(s, upto);
-  for (int32_t i = s.n_published; i < upto; ++i)
-    alloc_->Publish(s.table.blocks[static_cast<size_t>(i)], s.hashes[static_cast<size_t>(i)]);
-  s.n_published = upto;
+  if (upto > s.n_published) {
+    HashUpTo(s, upto);
+    for (int32_t i = s.n_published; i < upto; ++i)
+      alloc_->Publish(s.table.blocks[static_cast<size_t>(i)], s.hashes[static_cast<size_t>(i)]);
+    s.n_published = upto;
+  }
+  // The state in the sequence's slot is at n_computed (every planned chunk ran). Only at the
+  // end of a full cached block is it the state after that block's prefix.
+  if (cfg_.state_snapshots <= 0 || s.state_slot < 0 || upto <= 0 ||
+      upto * cfg_.block_size != s.n_computed)
+    return;
+  const uint64_t h = s.hashes[static_cast<size_t>(upto - 1)];
+  if (alloc_->Lookup(h) < 0 || snapshots_.Find(h, *alloc_) >= 0) return;
+  const int32_t slot = snapshots_.Take(h, *alloc_);
+  if (slot >= 0) state_out->push_back({s.state_slot, slot});
 }
 
 // The block the next computed token lands in, if it is partly filled and shared: it must be
@@ -243,7 +260,7 @@ int32_t Scheduler::MakeRoom(Seq& s, int32_t n, bool decode, StepPlan* plan) {
 
 void Scheduler::Preempt(Seq& v, StepPlan* plan) {
   SHOAL_CHECK(v.state == SeqState::kRunning);
-  Publish(v);  // its computed prefix may survive in the cache
+  Publish(v, &plan->state_copies);  // its computed prefix (and state) may survive in the cache
   Erase(running_, v.id);
   const int32_t n_blocks = static_cast<int32_t>(v.table.blocks.size());
   if (cfg_.swap_blocks > 0 && swap_.n_free() >= n_blocks) {
@@ -291,6 +308,7 @@ void Scheduler::DropAllKv() {
   swapped_.clear();
   pending_states_.clear();  // fork copies between slots just released
   alloc_->DropCache();
+  snapshots_.Clear();  // the state slots are gone with the KV rows
   ++kv_drops_;
 }
 
@@ -348,6 +366,12 @@ bool Scheduler::TryAdmit(Seq& s, int32_t* budget, StepPlan* plan) {
       hit.push_back(b);
     }
   }
+  // A recurrent state resumes only where a snapshot holds it: the longest hit ending on one.
+  int32_t snap = -1;
+  if (cfg_.state_snapshots > 0) {
+    while (!hit.empty() && (snap = snapshots_.Find(s.hashes[hit.size() - 1], *alloc_)) < 0)
+      hit.pop_back();
+  }
   const int32_t n_cached = static_cast<int32_t>(hit.size()) * bs;
   const int32_t n = std::min(n_tokens - n_cached, *budget);
   int32_t revive = 0;
@@ -362,6 +386,10 @@ bool Scheduler::TryAdmit(Seq& s, int32_t* budget, StepPlan* plan) {
   if (n_states > 0) {
     s.state_slot = TakeState();
     for (int32_t i = 1; i < n_states; ++i) s.reserved_states.push_back(TakeState());
+  }
+  if (!hit.empty() && snap >= 0) {  // before this step's chunks, after the snapshots taken
+    plan->state_copies.push_back({snap, s.state_slot});
+    snapshots_.Touch(snap);
   }
   for (int32_t b : hit) {
     alloc_->AddRef(b);  // before any Allocate, which could evict it
@@ -389,7 +417,8 @@ StepPlan Scheduler::Schedule() {
   pending_states_.clear();
   ++step_;
   int32_t budget = cfg_.max_num_batched_tokens;
-  for (int64_t id : running_) Publish(seqs_.at(id));  // computed by the step that just ran
+  for (int64_t id : running_)  // computed by the step that just ran
+    Publish(seqs_.at(id), &plan.state_copies);
   const std::vector<int64_t> snapshot = running_;
   // 1. Decodes, oldest first: one token each.
   for (int64_t id : snapshot) {

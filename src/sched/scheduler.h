@@ -12,8 +12,12 @@
 // Models with a recurrent state per sequence (SchedConfig::state_slots > 0, e.g. kimi-k3's KDA)
 // get one state slot per running sequence beside its block table: allotted at admission (with
 // one more per fork the request will make), freed with the blocks at finish and at preemption
-// (by recompute, which rebuilds the state from position 0). Such a state is not a function of
-// block-aligned prefixes and is not swapped, so prefix caching and swap are off for them.
+// (by recompute, which rebuilds the state from position 0). The state is not swapped (swap is
+// off for them). Prefix caching works through state snapshots (SchedConfig::state_snapshots):
+// when a step ends a sequence exactly on a full block that is in the prefix cache, the next plan
+// copies its state into a snapshot slot keyed by that block's hash (StateSnapshots, LRU); a hit
+// accepts only the longest cached prefix whose last block has a snapshot, and the plan copies
+// the snapshot into the new sequence's slot before its remaining prompt runs.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +29,7 @@
 #include "base/clock.h"
 #include "base/status.h"
 #include "kvcache/block_allocator.h"
+#include "sched/state_snapshots.h"
 
 namespace shoal {
 
@@ -39,9 +44,19 @@ struct SchedConfig {
   // numerics (model/batch.h kTiledPromptMin; the engine passes it). 0 disables the rule.
   int32_t tiled_prompt_min = 64;
   // > 0: the model keeps a recurrent state per sequence in this many slots (KvLayout::
-  // n_state_slots); forces enable_prefix_caching off and swap_blocks to 0.
+  // n_state_slots counts these and the snapshots); forces swap_blocks to 0.
   int32_t state_slots = 0;
+  // Snapshot slots [state_slots, state_slots + state_snapshots) for the prefix cache of a model
+  // with state slots; 0 forces enable_prefix_caching off for it.
+  int32_t state_snapshots = 0;
 };
+
+// Prefix-cache snapshot slots beside `seq_slots` sequence slots: as many again, so each running
+// sequence's newest block-boundary state can stay while as many shared prefixes are held (a
+// 2048-token chunked prompt takes one per chunk). Costs the state once more per slot (17 KiB
+// per sequence for the tiny kimi-k3, 1.5 MiB for `small`). Engine::Create and the pipeline nodes
+// share this rule, so the slot ids agree across stages.
+inline int32_t StateSnapshotSlots(int32_t seq_slots) { return seq_slots; }
 
 // One sequence's part of a step: compute tokens [start, start + n) of its token list.
 struct ScheduledChunk {
@@ -61,7 +76,8 @@ struct BlockCopy {
 
 // What one step does. The executor runs, in this order: swap_out (pool block -> swap slot),
 // copies (pool -> pool, copy-on-write, in list order), swap_in (swap slot -> pool block),
-// state_copies (recurrent-state slot -> slot: forks since the last step), then the forward pass
+// state_copies (recurrent-state slot -> slot, in list order: forks since the last step, prefix
+// snapshots taken and snapshots restored on prefix hits), then the forward pass
 // over `chunks`. A step never has both swap-outs and swap-ins.
 struct StepPlan {
   std::vector<BlockCopy> swap_out;
@@ -134,6 +150,8 @@ class Scheduler {
   // Prefix cache lookups and hits in tokens, counted at every admission from the waiting queue.
   int64_t prefix_queries_total() const { return prefix_queries_; }
   int64_t prefix_hits_total() const { return prefix_hits_; }
+  // Recurrent-state snapshots held for the prefix cache.
+  int32_t n_state_snapshots() const { return snapshots_.n_held(); }
   // Fraction of the KV pool's blocks referenced by sequences.
   double KvUsage() const;
   // (slots allocated - slots holding a token) / slots allocated over referenced blocks.
@@ -168,7 +186,9 @@ class Scheduler {
   int64_t Now() const { return clock_ ? clock_->NowMicros() : 0; }
   int32_t HashableBlocks(const Seq& s) const;
   void HashUpTo(Seq& s, int32_t n_blocks);
-  void Publish(Seq& s);
+  // Publishes the computed full blocks; with state snapshots, appends to `state_out` the copy
+  // that snapshots the state when the sequence stands exactly at the end of a cached block.
+  void Publish(Seq& s, std::vector<BlockCopy>* state_out);
   int32_t CowIndex(const Seq& s) const;
   bool EnsureBlocks(Seq& s, int32_t n, StepPlan* plan);
   int32_t Fit(const Seq& s) const;
@@ -193,6 +213,7 @@ class Scheduler {
   std::vector<int64_t> swapped_;           // oldest first
   std::vector<int32_t> free_states_;       // free state slots, highest first (take the lowest)
   std::vector<BlockCopy> pending_states_;  // state copies of forks, for the next plan
+  StateSnapshots snapshots_;
   int64_t next_order_ = 0;
   int64_t step_ = 0;
   int64_t preemptions_ = 0, prefix_queries_ = 0, prefix_hits_ = 0;

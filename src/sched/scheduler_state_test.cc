@@ -1,5 +1,6 @@
 // Scheduler tests for recurrent-state slots: allotted beside the block table, reserved for forks,
-// freed at finish and recompute preemption; no prefix cache or swap for such models.
+// freed at finish and recompute preemption; no swap for such models, and a prefix cache only
+// through state snapshots taken at block ends.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -20,7 +21,7 @@ SchedConfig StateCfg(int32_t slots) {
   c.block_size = 4;
   c.tiled_prompt_min = 0;
   c.state_slots = slots;
-  c.enable_prefix_caching = true;  // forced off
+  c.enable_prefix_caching = true;  // forced off (no snapshot slots)
   c.swap_blocks = 8;               // forced to 0
   return c;
 }
@@ -119,6 +120,75 @@ TEST(SchedulerStateTest, RecomputePreemptionFreesTheSlotAndRestartsAtZero) {
   EXPECT_EQ(p.chunks[0].start, 0);  // the state is rebuilt from position 0
   EXPECT_EQ(p.chunks[0].n, 9);
   EXPECT_GE(p.chunks[0].state_slot, 0);
+}
+
+TEST(SchedulerStateTest, SnapshotsAtBlockEndsServePrefixHits) {
+  BlockAllocator alloc(64);
+  SchedConfig c = StateCfg(2);
+  c.state_snapshots = 2;         // slots 2 and 3
+  c.max_num_batched_tokens = 4;  // chunks end on the 4-token blocks
+  Scheduler s(c, &alloc);
+  EXPECT_TRUE(s.config().enable_prefix_caching);
+  EXPECT_EQ(s.config().swap_blocks, 0);
+  ASSERT_TRUE(s.Add(1, Toks(10)).ok());
+  StepPlan p = s.Schedule();  // [0, 4)
+  EXPECT_TRUE(p.state_copies.empty());
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].state_slot, 0);
+  p = s.Schedule();  // the state at 4 goes to a snapshot before [4, 8) runs
+  ASSERT_EQ(p.state_copies.size(), 1u);
+  EXPECT_EQ(p.state_copies[0].src, 0);
+  EXPECT_EQ(p.state_copies[0].dst, 2);
+  p = s.Schedule();  // snapshot at 8, then [8, 10)
+  ASSERT_EQ(p.state_copies.size(), 1u);
+  EXPECT_EQ(p.state_copies[0].dst, 3);
+  EXPECT_EQ(s.n_state_snapshots(), 2);
+  s.Finish(1);  // at 10: no block end, no snapshot
+  // Shares [0, 8) and more: resumes at 8 from slot 3's snapshot, copied into its own slot 0.
+  ASSERT_TRUE(s.Add(2, Toks(11)).ok());
+  p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].start, 8);
+  EXPECT_EQ(s.CachedTokens(2), 8);
+  ASSERT_EQ(p.state_copies.size(), 1u);
+  EXPECT_EQ(p.state_copies[0].src, 3);
+  EXPECT_EQ(p.state_copies[0].dst, p.chunks[0].state_slot);
+  s.Finish(2);
+  // A third snapshot evicts the least recently used one (slot 2: the state at 4).
+  ASSERT_TRUE(s.Add(3, Toks(8, 100)).ok());
+  p = s.Schedule();  // [0, 4)
+  EXPECT_TRUE(p.state_copies.empty());
+  p = s.Schedule();
+  ASSERT_EQ(p.state_copies.size(), 1u);
+  EXPECT_EQ(p.state_copies[0].dst, 2);
+  s.Finish(3);
+  EXPECT_EQ(s.n_state_snapshots(), 2);
+  // DropAllKv forgets the snapshots with the cache.
+  s.DropAllKv();
+  EXPECT_EQ(s.n_state_snapshots(), 0);
+}
+
+TEST(SchedulerStateTest, HitsStopAtTheLastBlockWithASnapshot) {
+  BlockAllocator alloc(64);
+  SchedConfig c = StateCfg(2);
+  c.state_snapshots = 2;
+  c.max_num_batched_tokens = 8;  // one chunk end at 8: a snapshot after block 1, none after 0
+  Scheduler s(c, &alloc);
+  ASSERT_TRUE(s.Add(1, Toks(10)).ok());
+  s.Schedule();
+  s.Schedule();
+  s.Finish(1);
+  ASSERT_TRUE(s.Add(2, Toks(6)).ok());  // only block 0 could hit: it has no snapshot
+  StepPlan p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].start, 0);
+  EXPECT_TRUE(p.state_copies.empty());
+  s.Finish(2);
+  ASSERT_TRUE(s.Add(3, Toks(9)).ok());  // blocks 0 and 1: resumes at 8
+  p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].start, 8);
+  ASSERT_EQ(p.state_copies.size(), 1u);
 }
 
 }  // namespace
