@@ -10,43 +10,18 @@ SRC=$SHARED/models/tiny/kimi-k3-f32.gguf
 [ -f "$SRC" ] || { echo "skip: no $SRC"; exit 77; }
 TMP=$(mktemp -d)
 fails=0
-check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails+1)); fi; }
 PIDS=()
 cleanup() { for p in "${PIDS[@]}" $(cat "$TMP/pids" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"; }
 trap cleanup EXIT
+. "$(dirname "$0")/lib_cluster.sh"
+SERVE_MAX_LEN=128
+SERVE_EXTRA=(--max-num-batched-tokens 16)  # prefill chunks end on the 16-token blocks
 mkdir -p "$TMP/models"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/key"
 chmod 600 "$TMP/key"
 cp "$SRC" "$TMP/models/k.gguf"
 MODEL=$TMP/models/k.gguf
 
-# node NAME -> prints "127.0.0.1:PORT" once listening
-node() {
-  "$SHOAL" node --listen 127.0.0.1:0 --model-dir "$TMP/models" --cluster-key-file "$TMP/key" \
-    --no-measure -t 1 --name "$1" > "$TMP/$1.log" 2>&1 &
-  echo $! >> "$TMP/pids"
-  for _ in $(seq 1 100); do
-    local p
-    p=$(grep -so 'listening on 127.0.0.1:[0-9]*' "$TMP/$1.log" | grep -o '[0-9]*$')
-    [ -n "$p" ] && { echo "127.0.0.1:$p"; return; }
-    sleep 0.05
-  done
-}
-# serve LOG [flags...] -> sets PORT, SPID; waits for /health 200 (or the process to exit)
-serve() {
-  local log=$1; shift
-  "$SHOAL" serve -m "$MODEL" --port 0 --max-num-seqs 8 --max-model-len 128 -t 1 \
-    --max-num-batched-tokens 16 \
-    --cluster-key-file "$TMP/key" "$@" > "$TMP/$log" 2>&1 &
-  SPID=$!; PIDS+=($SPID); PORT=""
-  for _ in $(seq 1 200); do
-    PORT=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$TMP/$log" | grep -o '[0-9]*$')
-    [ -n "$PORT" ] && curl -s "127.0.0.1:$PORT/health" | grep -q ok && return 0
-    kill -0 $SPID 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 # Three requests at once (micro-batches of several sequences): two greedy, one seeded with n = 2.
 ask() {
   local out=$1

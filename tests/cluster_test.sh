@@ -7,11 +7,11 @@ set -u
 SHOAL=$1 SHARED=${2:-}
 TMP=$(mktemp -d)
 fails=0
-check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails+1)); fi; }
 PIDS=()
 # $(node ...) runs in a subshell, which cannot add to PIDS: it appends to $TMP/pids.
 cleanup() { for p in "${PIDS[@]}" $(cat "$TMP/pids" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"; }
 trap cleanup EXIT
+. "$(dirname "$0")/lib_cluster.sh"
 
 mkdir -p "$TMP/models" "$TMP/empty"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/key"
@@ -20,34 +20,6 @@ chmod 600 "$TMP/key" "$TMP/otherkey"
 "$SHOAL" synth --preset tiny --layers 8 --type q8_0 --seed 5 -o "$TMP/models/m.gguf" > /dev/null 2>&1
 MODEL=$TMP/models/m.gguf
 
-# node NAME [flags...] -> prints "127.0.0.1:PORT" once listening
-node() {
-  local name=$1; shift
-  "$SHOAL" node --listen 127.0.0.1:0 --model-dir "${NODE_MODEL_DIR:-$TMP/models}" \
-    --cluster-key-file "$TMP/key" --no-measure -t 1 --name "$name" "$@" > "$TMP/$name.log" 2>&1 &
-  echo $! >> "$TMP/pids"
-  echo $! > "$TMP/$name.pid"
-  for _ in $(seq 1 100); do
-    local p
-    p=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$TMP/$name.log" | grep -o '[0-9]*$')
-    [ -n "$p" ] && { echo "127.0.0.1:$p"; return; }
-    sleep 0.05
-  done
-}
-# serve LOG [flags...] -> sets PORT, SPID; waits for /health 200 (or the process to exit)
-serve() {
-  local log=$1; shift
-  "$SHOAL" serve -m "$MODEL" --port 0 --max-num-seqs 8 --max-model-len 256 -t 1 \
-    --cluster-key-file "$TMP/key" "$@" > "$TMP/$log" 2>&1 &
-  SPID=$!; PIDS+=($SPID); PORT=""
-  for _ in $(seq 1 200); do
-    PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/$log" | grep -o '[0-9]*$')
-    [ -n "$PORT" ] && curl -s "127.0.0.1:$PORT/health" | grep -q ok && return 0
-    kill -0 $SPID 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 # Four requests at once (so steps are cut into micro-batches): greedy and seeded texts.
 ask() {
   local out=$1

@@ -6,7 +6,6 @@ set -u
 SHOAL=$1
 TMP=$(mktemp -d)
 fails=0
-check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails+1)); fi; }
 PIDS=()
 # $(node ...) runs in a subshell, which cannot add to PIDS: it appends to $TMP/pids.
 cleanup() {
@@ -14,6 +13,7 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
+. "$(dirname "$0")/lib_cluster.sh"
 
 mkdir -p "$TMP/models"
 "$SHOAL" synth --preset tiny --layers 8 --type f16 --seed 5 -o "$TMP/models/m.gguf" > /dev/null 2>&1
@@ -127,18 +127,6 @@ check "a node killed: cluster up names it and exits non-zero within 10 s, no nod
 check "cluster up with 2 x 8 MiB nodes fails with the shortfall and leaves no node" \
   '[ $rc -ne 0 ] && grep -q "short by" "$TMP/short.log" && all_gone "$TMP/short.log"'
 
-# 5. shoal serve --cluster FILE.toml (names, a memory cap and link type from the file).
-node() {
-  "$SHOAL" node --listen 127.0.0.1:0 --model-dir "$TMP/models" --cluster-key-file "$TMP/key" \
-    --no-measure -t 1 --name "$1" > "$TMP/$1.log" 2>&1 &
-  echo $! >> "$TMP/pids"
-  for _ in $(seq 1 100); do
-    local p
-    p=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$TMP/$1.log" | grep -o '[0-9]*$')
-    [ -n "$p" ] && { echo "127.0.0.1:$p"; return; }
-    sleep 0.05
-  done
-}
 cat > "$TMP/cluster.toml" <<TOML
 # Two stages on loopback.
 key_file = "key"
