@@ -104,7 +104,7 @@ int Bench(const BenchArgs& a) {
   double bw = 0, roof_ts = 0;
   const uint64_t bytes_per_token = fp.active_bytes;
   if (a.roofline) {
-    bw = MeasureTriadBandwidth(pool, size_t{256} << 20, 5, /*huge_pages=*/a.mmap == 0);
+    bw = MeasureTriadBandwidth(pool);
     roof_ts = bw / static_cast<double>(bytes_per_token);
   }
 

@@ -1,41 +1,17 @@
 // STREAM triad over the thread pool; each thread first-touches the slice it later streams.
 #include "threading/membw.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <memory>
 
 namespace shoal {
-namespace {
 
-// An anonymous array of n doubles, advised for huge pages or not (unmapped on destruction).
-struct Array {
-  Array(size_t n, bool huge) : bytes(n * sizeof(double)) {
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return;
-    ::madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-    data = static_cast<double*>(p);
-  }
-  ~Array() {
-    if (data) ::munmap(data, bytes);
-  }
-  Array(const Array&) = delete;
-  Array& operator=(const Array&) = delete;
-  double* get() const { return data; }
-  double& operator[](int64_t i) const { return data[i]; }
-  size_t bytes;
-  double* data = nullptr;
-};
-
-}  // namespace
-
-double MeasureTriadBandwidth(ThreadPool& pool, size_t bytes_per_array, int reps, bool huge_pages) {
+double MeasureTriadBandwidth(ThreadPool& pool, size_t bytes_per_array, int reps) {
   const int64_t n = static_cast<int64_t>(bytes_per_array / sizeof(double));
-  const Array a(static_cast<size_t>(n), huge_pages), b(static_cast<size_t>(n), huge_pages),
-      c(static_cast<size_t>(n), huge_pages);
-  if (!a.get() || !b.get() || !c.get()) return 0.0;  // no memory for the arrays: no figure
+  std::unique_ptr<double[]> a(new double[static_cast<size_t>(n)]);
+  std::unique_ptr<double[]> b(new double[static_cast<size_t>(n)]);
+  std::unique_ptr<double[]> c(new double[static_cast<size_t>(n)]);
   // 1024 doubles = 8 KiB: whole pages per chunk, so pages land on the thread that uses them.
   constexpr int64_t kGrain = 1024;
   pool.ParallelFor(n, kGrain, [&](int64_t lo, int64_t hi) {

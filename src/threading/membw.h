@@ -11,9 +11,7 @@ namespace shoal {
 // split over the pool's threads, `reps` times, and returns the best rate in bytes per second
 // (STREAM counts 3 arrays x bytes per pass: two reads and one write). Arrays must be well beyond
 // the last-level cache for a DRAM figure (the default 256 MiB each is > 10x any L3 here).
-// huge_pages: the arrays in transparent huge pages (2 MiB), for a roofline of weights read into
-// huge pages (MapMode::kReadHuge); else ordinary 4 KiB pages, like an mmapped model file.
 double MeasureTriadBandwidth(ThreadPool& pool, size_t bytes_per_array = size_t{256} << 20,
-                             int reps = 5, bool huge_pages = false);
+                             int reps = 5);
 
 }  // namespace shoal
