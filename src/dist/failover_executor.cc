@@ -160,8 +160,8 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
       auto cl = PlanCluster(std::move(links), opts_.cluster, *file_);
       if (cl.ok()) {
         cl->epoch = epoch;
-        std::fprintf(stderr, "failover: plan of epoch %u\n%s", epoch,
-                     planner::FormatPlan(cl->plan).c_str());
+        Log(LogLevel::kWarn, "failover: plan of epoch {}\n{}", epoch,
+            planner::FormatPlan(cl->plan));
         const double t1 = Now();
         SHOAL_RETURN_IF_ERROR(AssignLayers(*cl, opts_.cluster));
         Log(LogLevel::kWarn, "failover: probed {} nodes in {:.3f} s, assigned in {:.3f} s",
