@@ -193,34 +193,18 @@ void StartStreamRequest(asio::io_context& io, std::shared_ptr<const HttpTarget> 
                  });
 }
 
-Result<std::string> HttpGet(const HttpTarget& target, const std::string& path,
-                            const std::string& api_key, double timeout_s) {
-  asio::io_context io;
-  Result<std::string> out = Errorf("GET {} did not finish", path);
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeout_s));
-  asio::co_spawn(io, Get(&target, path, api_key, deadline), [&](std::exception_ptr e, GetReply r) {
-    if (e) {
-      out = Errorf("internal error: {}", ExceptionMessage(e));
-    } else if (!r.status.ok()) {
-      out = r.status;
-    } else {
-      out = std::move(r.body);
-    }
-  });
-  io.run();
-  if (!out.ok()) return out.status().Annotate("GET " + path);
-  return out;
-}
+namespace {
 
-Result<std::string> HttpPost(const HttpTarget& target, const std::string& path,
-                             const std::string& body, const std::string& api_key,
-                             double timeout_s) {
+// One GET (no body) or POST (body) to completion: the reply body, or an error naming the request.
+Result<std::string> Fetch(const HttpTarget& target, const std::string& path,
+                          std::optional<std::string> post_body, const std::string& api_key,
+                          double timeout_s) {
+  const std::string what = (post_body ? "POST " : "GET ") + path;
   asio::io_context io;
-  Result<std::string> out = Errorf("POST {} did not finish", path);
+  Result<std::string> out = Errorf("{} did not finish", what);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(timeout_s));
-  asio::co_spawn(io, Get(&target, path, api_key, deadline, body),
+  asio::co_spawn(io, Get(&target, path, api_key, deadline, std::move(post_body)),
                  [&](std::exception_ptr e, GetReply r) {
                    if (e) {
                      out = Errorf("internal error: {}", ExceptionMessage(e));
@@ -231,8 +215,21 @@ Result<std::string> HttpPost(const HttpTarget& target, const std::string& path,
                    }
                  });
   io.run();
-  if (!out.ok()) return out.status().Annotate("POST " + path);
+  if (!out.ok()) return out.status().Annotate(what);
   return out;
+}
+
+}  // namespace
+
+Result<std::string> HttpGet(const HttpTarget& target, const std::string& path,
+                            const std::string& api_key, double timeout_s) {
+  return Fetch(target, path, std::nullopt, api_key, timeout_s);
+}
+
+Result<std::string> HttpPost(const HttpTarget& target, const std::string& path,
+                             const std::string& body, const std::string& api_key,
+                             double timeout_s) {
+  return Fetch(target, path, body, api_key, timeout_s);
 }
 
 Result<std::string> FetchFirstModelId(const HttpTarget& target, const std::string& api_key,
