@@ -110,9 +110,11 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--step-overhead-ms", o->step_overhead_ms,
                   "Fixed time per engine step outside the forward passes (bench/calibrate "
                   "measures it)");
-  cmd->add_flag("--overlap-steps", o->cap.overlap_steps,
-                "Price an ideal pipeline where consecutive steps overlap (default: one step in "
-                "flight, as shoal cluster runs today)");
+  cmd->add_option("--pipeline-groups", o->cap.pipeline_groups,
+                  "Sequence groups with a step in flight each, as `shoal serve --pipeline-groups` "
+                  "(1: one step at a time; 0: serve's default, one per stage, 1 for recurrent "
+                  "models)")
+      ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads per node for --device local (0 = all)");
   cmd->add_option("--link", o->link, "Link between nodes (" + links + "; default: the device's)");
   cmd->add_option("--link-mbit", o->link_mbit, "Link bandwidth, Mbit/s (after --link)");

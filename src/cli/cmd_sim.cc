@@ -46,9 +46,11 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--stages", o->sim.stages, "Whole-layer pipeline stages per replica");
   cmd->add_option("--step-overhead-ms", o->step_overhead_ms,
                   "Fixed time per engine step outside the forward passes");
-  cmd->add_flag("--overlap-steps", o->sim.overlap_steps,
-                "Lanes step independently (consecutive steps overlap; default: one step in "
-                "flight per replica, as shoal cluster runs today)");
+  cmd->add_option("--pipeline-groups", o->sim.pipeline_groups,
+                  "Sequence groups per replica, as `shoal serve --pipeline-groups`: 1 = one step "
+                  "in flight per replica; G > 1 = lanes that step independently; 0: serve's "
+                  "default, one per stage (1 for recurrent models)")
+      ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads per node for --device local (0 = all)");
   cmd->add_option("--link-mbit", o->link_mbit, "Link bandwidth, Mbit/s (overrides the device's)");
   cmd->add_option("--link-latency-us", o->link_latency_us, "One-way link latency, microseconds");

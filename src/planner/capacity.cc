@@ -111,9 +111,10 @@ int64_t NodesOf(const std::vector<StageSpec>& v) {
 }
 
 // Prefill of `n_prompts` prompts of `prompt` tokens, in steps of up to max_batched_tokens
-// rows of whole chunks. One step in flight: a step's chunks are cut into min(stages, chunks)
-// micro-batches that fill and drain the pipeline, then the next step starts. Overlapped steps:
-// chunks follow each other through the stages (first latency, then one occupancy each).
+// rows of whole chunks. One group: a step's chunks are cut into min(stages, chunks)
+// micro-batches that fill and drain the pipeline, then the next step starts. Several groups:
+// their steps overlap, so chunks follow each other through the stages (first latency, then one
+// occupancy each).
 double PrefillSeconds(const ModelProfile& p, const DevicePreset& d, const CapacityReport& r,
                       double prompt, double n_prompts) {
   const double T = r.config.max_batched_tokens;
@@ -129,7 +130,7 @@ double PrefillSeconds(const ModelProfile& p, const DevicePreset& d, const Capaci
     }
   };
   double lat = 0, busy = 0;
-  if (r.opt.overlap_steps) {
+  if (r.groups > 1) {
     pass(chunk, &lat, &busy);
     return lat + (chunks - 1) * busy + r.opt.step_overhead_s;
   }
@@ -140,38 +141,61 @@ double PrefillSeconds(const ModelProfile& p, const DevicePreset& d, const Capaci
   return steps * (lat + (mbs - 1) * busy + r.opt.step_overhead_s);
 }
 
+// Groups `shoal serve` runs: --pipeline-groups, else one per stage (one for recurrent models),
+// never more than the sequences (Engine::Engine's rule).
+int32_t PipelineGroups(const ModelProfile& p, const CapacityOptions& o, double stages,
+                       double seqs) {
+  bool recurrent = false;
+  for (const LayerAttn& a : p.attn) recurrent = recurrent || a.state_bytes > 0;
+  const double g = o.pipeline_groups > 0 ? o.pipeline_groups : recurrent ? 1 : stages;
+  return static_cast<int32_t>(std::max(1.0, std::min(g, seqs)));
+}
+
 void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   const PlanConfig& c = r->config;
   const double b_r = c.max_num_seqs;
   const double S = static_cast<double>(r->stages.size());
-  r->micro_batches = static_cast<int32_t>(std::min(S, b_r));
+  // Per stage, the decode of `mb` sequences: summed latency and the busiest occupancy.
+  auto pass = [&](double mb, double* lat, double* busy, size_t* busiest, const char** bound) {
+    *lat = 0;
+    *busy = 0;
+    for (size_t i = 0; i < r->stages.size(); ++i) {
+      const StepCost s = StageDecodeCost(p, d.node, c, r->stages[i], mb);
+      *lat += s.latency_s;
+      if (s.busy_s > *busy) {
+        *busy = s.busy_s;
+        if (bound) *bound = s.bound;
+        if (busiest) *busiest = i;
+      }
+    }
+  };
+  const double ovh = r->opt.step_overhead_s;
+  // G groups of b_r / G sequences, each group step cut into m_g micro-batches (dist: one
+  // micro-batch per group step once groups fill the pipeline, else stages / groups). A group's
+  // step fills and drains the pipeline; the G groups' steps overlap, so a round (one token for
+  // every sequence) lasts the longer of one group's step and the busiest stage's occupancy.
+  r->groups = PipelineGroups(p, r->opt, S, b_r);
+  const double G = r->groups;
+  const double m_g = G > 1 ? std::max(1.0, std::floor(S / G)) : std::min(S, b_r);
+  r->micro_batches = static_cast<int32_t>(G * m_g);
   r->micro_batch = std::ceil(b_r / r->micro_batches);
-  double sum_lat = 0, max_busy = 0, single = 0;
+  double sum_lat = 0, max_busy = 0, single = 0, unused = 0;
   const char* bound = "";
   size_t busiest = 0;
-  for (size_t i = 0; i < r->stages.size(); ++i) {
-    const StepCost s = StageDecodeCost(p, d.node, c, r->stages[i], r->micro_batch);
-    sum_lat += s.latency_s;
-    if (s.busy_s > max_busy) {
-      max_busy = s.busy_s;
-      bound = s.bound;
-      busiest = i;
-    }
-    single += StageDecodeCost(p, d.node, c, r->stages[i], 1).latency_s;
-  }
-  const double m = r->micro_batches;
-  const double ovh = r->opt.step_overhead_s;
-  // Overlapped steps: a micro-batch enters as soon as the busiest stage is free.
-  const double overlap_cycle = std::max(sum_lat, m * max_busy) + ovh;
-  // One step in flight (dist::RemoteExecutor): m micro-batches fill the pipeline, the last one
-  // leaves one busiest-stage occupancy after the one before it, then the step ends.
-  const double step_cycle = sum_lat + (m - 1) * max_busy + ovh;
-  const double cycle = r->opt.overlap_steps ? overlap_cycle : step_cycle;
+  pass(r->micro_batch, &sum_lat, &max_busy, &busiest, &bound);
+  pass(1, &single, &unused, nullptr, nullptr);
+  const double group_step = sum_lat + (m_g - 1) * max_busy + ovh;
+  const double full = G * m_g * max_busy;
+  const double cycle = std::max(group_step, full);
+  // The ideal pipeline for comparison: min(stages, sequences) groups of one micro-batch each.
+  const double m_ideal = std::min(S, b_r);
+  double lat_i = 0, busy_i = 0;
+  pass(std::ceil(b_r / m_ideal), &lat_i, &busy_i, nullptr, nullptr);
+  const double overlap_cycle = std::max(lat_i, m_ideal * busy_i) + ovh;
   r->decode_tps_stream = 1.0 / cycle;
   r->decode_tps_single = 1.0 / (single + ovh);
   r->decode_tps_aggregate = static_cast<double>(r->replicas) * b_r / cycle;
   r->decode_tps_overlap = static_cast<double>(r->replicas) * b_r / overlap_cycle;
-  const double full = m * max_busy;
   r->bubble = cycle > 0 ? std::max(0.0, 1.0 - full / cycle) : 0;
   const StageSpec& bs = r->stages[busiest];
   if (r->bubble < 0.05 || r->stages.size() == 1) {

@@ -32,10 +32,12 @@ struct CapacityOptions {
   // Seconds every engine step costs outside the stages' forward passes (coordinator scheduling
   // and sampling, framing, thread hand-offs); measured by bench/calibrate, 0 = not counted.
   double step_overhead_s = 0;
-  // true: micro-batches of consecutive steps overlap in the pipeline (the steady state of an
-  // ideal pipeline); false: one step in flight, cut into micro-batches that fill and drain the
-  // pipeline every step (what dist::RemoteExecutor does today).
-  bool overlap_steps = false;
+  // Sequence groups per replica, each with its own step in flight (`shoal serve
+  // --pipeline-groups`): 1 = one step at a time, cut into min(stages, sequences) micro-batches
+  // that fill and drain the pipeline every step; G > 1 = G groups whose steps overlap, each step
+  // cut into max(1, stages / G) micro-batches; 0 = what `shoal serve` does by default: one
+  // group per stage, or 1 for models with recurrent state (their slots belong to one group).
+  int32_t pipeline_groups = 0;
 };
 
 // One pipeline stage of a replica: a range of layers on one node, or one layer (or the output
@@ -101,8 +103,9 @@ struct CapacityReport {
   double served_tps = 0, request_s = 0;
   double ttft_batch_s = 0;  // TTFT when the replica's requests arrive together (prefilled as one)
   double bubble = 0;        // idle fraction of the busiest stage in a decode step
-  int32_t micro_batches = 0;
-  double micro_batch = 0;  // sequences per micro-batch
+  int32_t groups = 1;         // sequence groups with a step in flight each (opt.pipeline_groups)
+  int32_t micro_batches = 0;  // in flight per replica: groups x micro-batches per group step
+  double micro_batch = 0;     // sequences per micro-batch
   std::string binding;
   double power_w = 0, cost_usd = 0, joules_per_token = 0;
 };

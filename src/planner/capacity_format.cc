@@ -77,8 +77,9 @@ std::string FormatCapacity(const CapacityReport& r) {
       r.micro_batches, r.micro_batch);
   o += fmt::format(
       "  pipeline bubbles: {:.0f}% of the busiest stage idle per step ({}); {:.1f} "
-      "aggregate if steps overlapped\n",
-      100 * r.bubble, r.opt.overlap_steps ? "steps overlap" : "one step in flight",
+      "aggregate with one group per stage\n",
+      100 * r.bubble,
+      r.groups > 1 ? fmt::format("{} groups' steps overlap", r.groups) : "one step in flight",
       r.decode_tps_overlap);
   if (r.opt.output > 0)
     o += fmt::format(
@@ -136,6 +137,7 @@ std::string CapacityToJson(const CapacityReport& r) {
   j["decode_tokens_per_s_stream"] = r.decode_tps_stream;
   j["decode_tokens_per_s_aggregate"] = r.decode_tps_aggregate;
   j["decode_tokens_per_s_overlapped"] = r.decode_tps_overlap;
+  j["pipeline_groups"] = r.groups;
   j["bubble_fraction"] = r.bubble;
   j["served_tokens_per_s"] = r.served_tps;
   j["request_s"] = r.request_s;

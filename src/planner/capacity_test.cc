@@ -142,7 +142,7 @@ TEST(Capacity, HandComputedSingleNodeDecode) {
   EXPECT_NEAR(1.0 / r->decode_tps_single, bytes / 3.35e12 + 2e-6, 0.02 * bytes / 3.35e12);
 }
 
-TEST(Capacity, ForcedStagesAndOneStepInFlight) {
+TEST(Capacity, ForcedStagesAndPipelineGroups) {
   // llama-8b q4_0 on H100s (one node would do): --stages 4 forces a 4-stage pipeline.
   auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ4_0);
   auto d = FindDevicePreset("h100-sxm");
@@ -151,9 +151,11 @@ TEST(Capacity, ForcedStagesAndOneStepInFlight) {
   o.context = 1024;
   o.concurrency = 8;
   o.stages = 4;
+  o.pipeline_groups = 1;
   auto r = PlanCapacity(*p, *d, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(r->stages.size(), 4u);
+  EXPECT_EQ(r->groups, 1);
   EXPECT_EQ(r->micro_batches, 4);
   // One step in flight: sum of the stage latencies + 3 busiest occupancies per step, never
   // faster than the overlapped pipeline; the bubble is what the busiest stage idles.
@@ -166,10 +168,28 @@ TEST(Capacity, ForcedStagesAndOneStepInFlight) {
   EXPECT_NEAR(1.0 / r->decode_tps_stream, sum + 3 * busy, 1e-12);
   EXPECT_LE(r->decode_tps_aggregate, r->decode_tps_overlap);
   EXPECT_NEAR(r->bubble, 1.0 - 4 * busy / (sum + 3 * busy), 1e-9);
-  o.overlap_steps = true;
+  // serve's default (0): one group per stage, each step one micro-batch of 2: the ideal pipeline.
+  o.pipeline_groups = 0;
   auto ov = PlanCapacity(*p, *d, o);
   ASSERT_TRUE(ov.ok());
+  EXPECT_EQ(ov->groups, 4);
+  EXPECT_EQ(ov->micro_batches, 4);
   EXPECT_DOUBLE_EQ(ov->decode_tps_aggregate, r->decode_tps_overlap);
+  EXPECT_GT(ov->decode_tps_aggregate, r->decode_tps_aggregate);
+  // 2 groups over 4 stages: each group step is cut into 2 micro-batches of 2; a round is the
+  // longer of one group step (fill + drain) and the busiest stage's 4 occupancies.
+  o.pipeline_groups = 2;
+  auto g2 = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(g2.ok());
+  EXPECT_EQ(g2->groups, 2);
+  EXPECT_EQ(g2->micro_batches, 4);
+  EXPECT_NEAR(1.0 / g2->decode_tps_stream, std::max(sum + busy, 4 * busy), 1e-12);
+  // Never more groups than sequences.
+  o.concurrency = 2;
+  o.pipeline_groups = 0;
+  auto few = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(few.ok());
+  EXPECT_EQ(few->groups, 2);
   // Too many stages (more than layers) is an error.
   o.stages = 33;
   EXPECT_FALSE(PlanCapacity(*p, *d, o).ok());

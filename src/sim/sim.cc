@@ -47,7 +47,13 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, int32_t decode, int32_
     const planner::StepCost c = s->Cost(i, decode, prefill);
     sg4::Host* host = s->hosts[static_cast<size_t>(rep->primary[i])];
     if (!host->is_on() || rep->epoch != epoch) return false;
-    if (fifo) (*fifo)[i]->lock();
+    if (fifo) {
+      (*fifo)[i]->lock();  // the host may have gone off while this waited for its turn
+      if (!host->is_on() || rep->epoch != epoch) {
+        (*fifo)[i]->unlock();
+        return false;
+      }
+    }
     sg4::ExecPtr ex = sg4::this_actor::exec_init(c.busy_s * kHostSpeed);
     ex->set_host(host);
     ex->start();
@@ -61,7 +67,7 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, int32_t decode, int32_
     if (rest > 0) sg4::this_actor::sleep_for(rest);
     // Hidden rows to the next stage; the last stage's logits to the coordinator.
     sg4::Host* next = last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
-    if (!next->is_on()) return false;
+    if (!host->is_on() || !next->is_on()) return false;  // either may fail during `rest`
     const uint64_t bytes =
         last ? s->ReturnBytes(sampled) : s->row_bytes * static_cast<uint64_t>(decode + prefill);
     sg4::CommPtr cm = sg4::Comm::sendto_async(host, next, std::max<uint64_t>(bytes, 1));
@@ -89,7 +95,10 @@ bool Finished(const State* s, double now) {
 }
 
 // Overlapped steps: each lane is its own engine and steps as soon as its last step returned.
-void LaneLoop(State* s, Lane* L) {
+// The replica's lanes share its stages' FIFOs (a node has one compute thread): lanes that
+// start together queue at stage 0 and then follow each other down the pipeline, where shared
+// CPUs would keep them in lock step, every stage 1/lanes as fast, and nothing overlapping.
+void LaneLoop(State* s, Lane* L, const std::vector<sg4::MutexPtr>* fifo) {
   Replica* rep = L->rep;
   while (true) {
     const double now = sg4::Engine::get_clock();
@@ -116,7 +125,7 @@ void LaneLoop(State* s, Lane* L) {
       continue;
     }
     const Counts n = CountPlan(plan);
-    if (!RunMicroBatch(s, rep, epoch, n.decode, n.prefill, n.sampled, nullptr)) {
+    if (!RunMicroBatch(s, rep, epoch, n.decode, n.prefill, n.sampled, fifo)) {
       L->LoseKv(s);  // the kept tokens recompute their KV once the replica is back
       continue;
     }
@@ -216,9 +225,14 @@ Result<SimReport> RunSim(const planner::ModelProfile& model, const planner::Devi
     sg4::Engine e(&argc, argv);
     SHOAL_RETURN_IF_ERROR(BuildPlatform(&s));
     s.AssignHosts();
-    if (opt.overlap_steps) {
-      for (Lane& L : s.lanes)
-        sg4::Actor::create("lane", s.coordinator, [&s, &L] { LaneLoop(&s, &L); });
+    std::map<const Replica*, std::vector<sg4::MutexPtr>> fifos;  // outlives the actors
+    if (s.plan.groups > 1) {
+      for (Replica& r : s.replicas)
+        for (size_t i = 0; i < s.stages.size(); ++i) fifos[&r].push_back(sg4::Mutex::create());
+      for (Lane& L : s.lanes) {
+        const std::vector<sg4::MutexPtr>* f = &fifos[L.rep];
+        sg4::Actor::create("lane", s.coordinator, [&s, &L, f] { LaneLoop(&s, &L, f); });
+      }
     } else {
       for (Replica& r : s.replicas) {
         std::vector<Lane*> mine;

@@ -37,9 +37,10 @@ struct SimOptions {
   double respawn_s = 1.0;
   int32_t stages = 0;          // whole-layer stages per replica (0: the planner's fewest)
   double step_overhead_s = 0;  // per engine step, outside the stages (bench/calibrate)
-  // false: each replica has one step in flight, cut into micro-batches (dist today); true:
-  // lanes step independently, so consecutive steps overlap in the pipeline.
-  bool overlap_steps = false;
+  // As planner::CapacityOptions::pipeline_groups: 1 = each replica has one step in flight, cut
+  // into micro-batches; more = lanes step independently, so consecutive steps overlap in the
+  // pipeline; 0 = `shoal serve`'s default (one group per stage, 1 for recurrent models).
+  int32_t pipeline_groups = 0;
   planner::LinkDType link_dtype = planner::LinkDType::kF16;  // activations on the wire
 };
 

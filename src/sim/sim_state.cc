@@ -56,7 +56,7 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   co.output = o.workload.out;
   co.stages = o.stages;
   co.step_overhead_s = o.step_overhead_s;
-  co.overlap_steps = o.overlap_steps;
+  co.pipeline_groups = o.pipeline_groups;
   co.link_dtype = o.link_dtype;
   SHOAL_ASSIGN_OR_RETURN(planner::CapacityReport one, planner::PlanCapacity(m, d, co));
   const int64_t reps = o.nodes / one.nodes_per_replica;
