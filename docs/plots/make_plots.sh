@@ -38,8 +38,10 @@ done
 # 3. Kimi K3 on PS3s, plan only (a 100k-node sim takes ~80 s a point): aggregate decode
 #    against node count, 64 sequences per replica.
 : > "$DIR/nodes_ps3.dat"
+npr=$("$SHOAL" plan -m kimi-k3 -d ps3 -n 100000 --context 4096 --concurrency 64 --json |
+      j nodes_per_replica)  # one replica for 64 sequences
 for n in 10000 20000 30000 40000 50000 60000 70000 80000 90000 100000; do
-  reps=$((n / 9580))  # nodes per replica at 64 sequences (plan)
+  reps=$((n / npr))
   [ $reps -ge 1 ] || continue
   p=$("$SHOAL" plan -m kimi-k3 -d ps3 -n $n --context 4096 --concurrency $((64 * reps)) --json |
       j decode_tokens_per_s_aggregate decode_tokens_per_s_overlapped replicas)
