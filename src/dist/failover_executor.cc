@@ -84,7 +84,9 @@ void FailoverExecutor::Install(Cluster cl) {
   inner_ = std::move(exec);
 }
 
-Status FailoverExecutor::TryPlan(uint32_t epoch, bool rebalance, bool* link_lost) {
+Status FailoverExecutor::TryPlan(uint32_t epoch, bool rebalance,
+                                 const std::vector<std::string>& skip,
+                                 std::vector<std::string>* lost) {
   // Probe every known node: the plan's, the standbys (and nodes evicted earlier, which wait in
   // the standby list and come back when they answer again).
   std::map<std::string, NodeLink> alive;
@@ -96,6 +98,11 @@ Status FailoverExecutor::TryPlan(uint32_t epoch, bool rebalance, bool* link_lost
       if (opts_.standby[i] == addr) o = opts_.standby_overrides[i];
     const int64_t timeout =
         opts_.probe_timeout_ms > 0 ? opts_.probe_timeout_ms : opts_.cluster.watch.suspect_ms;
+    if (std::find(skip.begin(), skip.end(), addr) != skip.end()) {
+      std::lock_guard<std::mutex> lk(mu_);
+      health_[addr] = "dead";  // lost a moment ago: not worth a probe's suspect time
+      return;
+    }
     auto l = ConnectNode(addr, o, key_, timeout);
     std::lock_guard<std::mutex> lk(mu_);
     health_[addr] = l.ok() ? "alive" : "dead";
@@ -171,7 +178,7 @@ Status FailoverExecutor::TryPlan(uint32_t epoch, bool rebalance, bool* link_lost
           Log(LogLevel::kWarn, "failover: plan of epoch {}\n{}", epoch,
               planner::FormatPlan(cl->plan));
           const double t1 = Now();
-          if (Status s = AssignLayers(*cl, opts_.cluster, link_lost); !s.ok()) return s;
+          if (Status s = AssignLayers(*cl, opts_.cluster, lost); !s.ok()) return s;
           Log(LogLevel::kWarn, "failover: probed {} nodes in {:.3f} s, assigned in {:.3f} s",
               alive.size(), t_probe, Now() - t1);
           publish(act, stb);
@@ -280,17 +287,19 @@ Status FailoverExecutor::Recover(const Status& why, bool drain, bool rebalance) 
     old = std::move(inner_);
   }
   old.reset();
+  std::vector<std::string> lost;
   for (int quick = 0;;) {
     if (stop_) return Errorf("stopped while recovering from: {}", why.message());
-    bool lost = false;
-    const Status s = TryPlan(++epoch_, rebalance, &lost);
+    const std::vector<std::string> skip = std::move(lost);
+    lost.clear();
+    const Status s = TryPlan(++epoch_, rebalance, skip, &lost);
     if (s.ok()) break;
     if (rebalance) {
       Log(LogLevel::kWarn, "rebalance: {}; re-planning without the new nodes", s.message());
       rebalance = false;
       continue;
     }
-    if (lost && quick++ < kQuickRetries) {
+    if (!lost.empty() && quick++ < kQuickRetries) {
       Log(LogLevel::kWarn, "failover: {}; re-planning without that node", s.message());
       continue;
     }

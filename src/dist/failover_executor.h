@@ -104,9 +104,11 @@ class FailoverExecutor final : public Executor {
   // `rebalance` are planned re-plans (no failure counted); a rebalance first plans over every
   // live node.
   Status Recover(const Status& why, bool drain = false, bool rebalance = false);
-  // One attempt over the members that answer (with rebalance: every live standby in the plan);
-  // *link_lost: it failed because a node died or went silent while loading.
-  Status TryPlan(uint32_t epoch, bool rebalance, bool* link_lost);
+  // One attempt over the members that answer (with rebalance: every live standby in the plan),
+  // not probing `skip` (nodes lost during the last attempt). *lost: the nodes that died or went
+  // silent while loading this attempt's assignment.
+  Status TryPlan(uint32_t epoch, bool rebalance, const std::vector<std::string>& skip,
+                 std::vector<std::string>* lost);
   void Install(Cluster cl);        // new inner executor; publishes stages and members
   void CountReplay(const Batch& batch);
 

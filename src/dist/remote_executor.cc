@@ -116,8 +116,8 @@ class Fetches {
 
 }  // namespace
 
-Status AssignLayers(Cluster& cl, const ClusterOptions& opts, bool* link_lost) {
-  if (link_lost) *link_lost = false;
+Status AssignLayers(Cluster& cl, const ClusterOptions& opts, std::vector<std::string>* lost) {
+  if (lost) lost->clear();
   // Every tensor's hash, which nodes check their copies against (reads the model once).
   if (cl.manifest.tensors.empty() && cl.file) {
     SHOAL_ASSIGN_OR_RETURN(cl.manifest, BuildManifest(*cl.file));
@@ -162,7 +162,9 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts, bool* link_lost) {
     auto c = cl.watch->NextControl(kAssignTimeoutMs);
     if (!c.ok()) {
       err = c.status().Annotate("epoch " + std::to_string(cl.epoch) + " assignment");
-      if (link_lost) *link_lost = true;
+      const auto states = cl.watch->States();
+      for (size_t i = 0; i < states.size() && lost; ++i)
+        if (states[i].health == net::PeerHealth::kDead) lost->push_back(cl.infos[i].address);
       break;
     }
     const int32_t stage = c->link < stage_of.size() ? stage_of[c->link] : -1;

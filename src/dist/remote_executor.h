@@ -66,10 +66,11 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
 // that lacks the model file fetches its tensors meanwhile (ServeFetch). The links are watched
 // meanwhile (opts.watch, in cluster.watch): a node answers pings while it loads, so a node
 // silent for dead_ms (stopped, or its machine gone) fails the assignment, while a slow load
-// that keeps answering may take up to 10 minutes. *link_lost (when given) says whether the
-// failure was a link that died or went silent (a re-plan without that node may work at once)
-// rather than a node refusing its assignment.
-Status AssignLayers(Cluster& cluster, const ClusterOptions& opts, bool* link_lost = nullptr);
+// that keeps answering may take up to 10 minutes. *lost (when given) gets the addresses of the
+// nodes whose links died or went silent meanwhile (a re-plan without them may work at once);
+// it stays empty when a node refused its assignment.
+Status AssignLayers(Cluster& cluster, const ClusterOptions& opts,
+                    std::vector<std::string>* lost = nullptr);
 
 // Streams a step's batch through the stages: the batch is cut into micro-batches of whole
 // chunks (by default one per stage), all sent to stage 0 at once, so that stage s works on
