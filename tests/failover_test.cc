@@ -4,9 +4,8 @@
 // node that goes silent while loading its assignment (a stopped process) is given up within
 // the dead time, not the 10-minute step timeout, while one that loads slowly but answers pings
 // is waited for; with every node lost, Unavailable() (the server's 503) says why until a node
-// joins, and serving resumes; a join or Rebalance() re-plans onto every live node.
-#include "dist/failover_executor.h"
-
+// joins, and serving resumes; a join or Rebalance() re-plans onto every live node; standbys are
+// probed between failovers.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 #include <thread>
 
 #include "convert/synth.h"
+#include "dist/failover_executor.h"
 #include "dist/node_agent.h"
 #include "dist/wire.h"
 #include "engine/engine.h"
@@ -440,6 +440,32 @@ TEST_F(FailoverTest, NodeSilentWhileLoadingIsGivenUpWithinTheDeadTime) {
   // bound was the 10-minute step timeout.
   EXPECT_LT(recovered, 15.0);
   EXPECT_GT(recovered, kDeadMs / 1e3);
+}
+
+TEST_F(FailoverTest, StandbysAreProbedBetweenFailovers) {
+  LiveNode n1(*dir_, "n1");
+  auto n2 = std::make_unique<LiveNode>(*dir_, "n2");
+  FailoverExecutor* fx = nullptr;
+  auto e = ClusterEngine(Options({n1.address()}, {n2->address()}), &fx);
+  ASSERT_TRUE(e);
+  // health of `address` becomes `want` within 5 s (probes every second), with no step run.
+  auto becomes = [&](const std::string& address, const std::string& want) {
+    for (const auto t0 = Clock::now(); Seconds(t0) < 5;) {
+      const MemberState* m = Member(fx->stats(), address);
+      if (m && m->health == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  };
+  EXPECT_TRUE(becomes(n2->address(), "alive"));
+  const std::string lost = n2->address();
+  n2->Kill();
+  EXPECT_TRUE(becomes(lost, "dead"));
+  LiveNode n3(*dir_, "n3");
+  ASSERT_TRUE(fx->Join(n3.address(), /*standby=*/true).ok());
+  EXPECT_TRUE(becomes(n3.address(), "alive"));
+  EXPECT_EQ(fx->stats().failovers, 0);
+  EXPECT_EQ(fx->stats().epoch, 1u);
 }
 
 // AssignLayers itself, against scripted nodes.

@@ -37,7 +37,36 @@ FailoverExecutor::FailoverExecutor(const FailoverOptions& opts, const gguf::File
       active_(opts.cluster.nodes),
       standby_(opts.standby) {}
 
-FailoverExecutor::~FailoverExecutor() = default;
+FailoverExecutor::~FailoverExecutor() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    closing_ = true;
+  }
+  watch_cv_.notify_all();
+  if (standby_watch_.joinable()) standby_watch_.join();
+}
+
+void FailoverExecutor::WatchStandbys() {
+  const int64_t timeout =
+      opts_.probe_timeout_ms > 0 ? opts_.probe_timeout_ms : opts_.cluster.watch.suspect_ms;
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!watch_cv_.wait_for(lk, std::chrono::milliseconds(opts_.standby_probe_ms),
+                             [&] { return closing_; })) {
+    const std::vector<std::string> standby = standby_;
+    lk.unlock();
+    // In parallel, as the failover's probes: a stopped standby holds its probe for `timeout`.
+    std::vector<std::thread> probes;
+    for (const std::string& a : standby)
+      probes.emplace_back([this, a, timeout] {
+        const bool alive = ConnectNode(a, {}, key_, timeout).ok();  // the link closes at once
+        std::lock_guard<std::mutex> g(mu_);
+        if (std::find(standby_.begin(), standby_.end(), a) != standby_.end())
+          health_[a] = alive ? "alive" : "dead";
+      });
+    for (std::thread& t : probes) t.join();
+    lk.lock();
+  }
+}
 
 Result<std::unique_ptr<FailoverExecutor>> FailoverExecutor::Create(const FailoverOptions& opts,
                                                                    const gguf::File& file,
@@ -52,6 +81,8 @@ Result<std::unique_ptr<FailoverExecutor>> FailoverExecutor::Create(const Failove
   SHOAL_RETURN_IF_ERROR(AssignLayers(cl, opts.cluster));
   for (const std::string& s : f->standby_) f->health_[s] = "unknown";
   f->Install(std::move(cl));
+  if (opts.standby_probe_ms > 0)
+    f->standby_watch_ = std::thread([p = f.get()] { p->WatchStandbys(); });
   return f;
 }
 
@@ -370,9 +401,9 @@ Status FailoverExecutor::Submit(const Batch& batch) {
   const bool drain = replan_.exchange(false), rebalance = rebalance_.exchange(false);
   if (drain || rebalance) {
     // Planned: re-plan now (steps in flight are voided and replayed with the others).
-    SHOAL_RETURN_IF_ERROR(Recover(
-        Errorf("{}", drain ? "a node was drained" : "rebalancing onto every live node"), drain,
-        rebalance));
+    SHOAL_RETURN_IF_ERROR(
+        Recover(Errorf("{}", drain ? "a node was drained" : "rebalancing onto every live node"),
+                drain, rebalance));
     return Status::Ok();
   }
   if (!inner_) return Recover(Errorf("no plan"));

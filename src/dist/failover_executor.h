@@ -5,12 +5,14 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist/remote_executor.h"
@@ -30,6 +32,10 @@ struct FailoverOptions {
   int64_t retry_ms = 500;
   // Give up (the engine fails the requests in flight) after this long without a plan; 0: never.
   int64_t give_up_ms = 0;
+  // Standbys are probed this often between failovers (connect, authenticate, read the info:
+  // one short link per standby), so /v1/cluster shows a lost or restarted standby within about
+  // a second; 0: only at failovers.
+  int64_t standby_probe_ms = 1'000;
 };
 
 // One node as the coordinator sees it.
@@ -109,7 +115,8 @@ class FailoverExecutor final : public Executor {
   // silent while loading this attempt's assignment.
   Status TryPlan(uint32_t epoch, bool rebalance, const std::vector<std::string>& skip,
                  std::vector<std::string>* lost);
-  void Install(Cluster cl);        // new inner executor; publishes stages and members
+  void Install(Cluster cl);  // new inner executor; publishes stages and members
+  void WatchStandbys();      // the standby_probe_ms loop (its own thread)
   void CountReplay(const Batch& batch);
 
   FailoverOptions opts_;
@@ -135,6 +142,9 @@ class FailoverExecutor final : public Executor {
   std::map<std::string, std::string> names_;   // address -> node name, once known
   std::map<std::string, std::string> health_;  // address -> last probed health
   std::vector<std::string> drained_;           // addresses removed by Drain
+  bool closing_ = false;                       // the standby watch ends
+  std::condition_variable watch_cv_;
+  std::thread standby_watch_;  // last: started once everything above exists
 };
 
 }  // namespace shoal::dist

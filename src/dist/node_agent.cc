@@ -83,8 +83,7 @@ struct NodeAgent::Impl {
   // Ends the stage's compute thread and downstream link; frees the layers unless keep_layers.
   void DropStage(bool keep_layers);
   // With the layers loaded: dials the downstream stage and starts the compute thread.
-  Status StartStage(const Assignment& a, const std::shared_ptr<net::Conn>& from,
-                    uint64_t ticket);
+  Status StartStage(const Assignment& a, const std::shared_ptr<net::Conn>& from, uint64_t ticket);
   void ComputeLoop();
   Status RunWork(const net::Frame& f);
 };

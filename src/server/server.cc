@@ -165,8 +165,7 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   if (path == "/tokenize") return HandleTokenize(req, std::move(ex));
   if (path == "/detokenize") return HandleDetokenize(req, std::move(ex));
   if (path == "/v1/cluster") return HandleCluster(std::move(ex));
-  if (path == "/v1/cluster/drain" || path == "/v1/cluster/join" ||
-      path == "/v1/cluster/rebalance")
+  if (path == "/v1/cluster/drain" || path == "/v1/cluster/join" || path == "/v1/cluster/rebalance")
     return HandleMembership(path, req, std::move(ex));
   return HandleModels(req, std::move(ex));
 }
@@ -195,8 +194,7 @@ void Server::HandleMembership(const std::string& path, const HttpRequest& req,
   const bool as_standby = standby->value_or(false);
   if (Status s = model_.join(**node, as_standby); !s.ok())
     return SendError(*ex, ApiError::BadRequest(s.message(), "node"));
-  return ex->Respond(200, kJson,
-                     DumpJson(Json{{"joined", **node}, {"standby", as_standby}}));
+  return ex->Respond(200, kJson, DumpJson(Json{{"joined", **node}, {"standby", as_standby}}));
 }
 
 void Server::HandleModels(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
