@@ -102,10 +102,12 @@ KINDS=${CHAOS_KINDS:-$ALL_KINDS}  # e.g. CHAOS_KINDS="kill1 stop3"
 
 # stop_assign: kill -9 a stage and SIGSTOP the node that gets its layers (the first live
 # standby, else a survivor) as soon as the coordinator sends the new plan: the coordinator must
-# give that assignment up within --dead-ms and serve without the node while it is still stopped
-# (it stays stopped --dead-ms + 3 s). Sets victims and extra of trial().
+# give that assignment up within --dead-ms and serve a newer plan without the node while it is
+# still stopped (it stays stopped --dead-ms + 3 s). Sets victims and extra of trial().
+epoch_now() { cluster | python3 -c "import json,sys; print(json.load(sys.stdin)['epoch'])"; }
 fault_stop_assign() {
-  local r=$RANDOM dead target plans silent t
+  local r=$RANDOM dead target plans silent t e0
+  e0=$(epoch_now)
   dead=$(stages | pick $r 1)
   target=$(standbys | head -1)
   [ -n "$target" ] || target=$(stages | grep -vx "$dead" | pick $r 1)
@@ -116,7 +118,8 @@ fault_stop_assign() {
   for _ in $(seq 1 2000); do [ "$(grep -c "plan of epoch" "$TMP/serve.log")" -gt "$plans" ] && break; sleep 0.005; done
   kill -STOP "$(cat "$TMP/$target.pid")"
   sleep $((DEAD_MS / 1000 + 3))
-  # Still stopped: it must be out of the plan, and the cluster serving.
+  # Still stopped: a newer plan must serve, without it.
+  [ "$(epoch_now)" -gt "$e0" ] || extra="no new plan served while $target is stopped"
   stages | grep -qx "$target" && extra="$target still holds layers while stopped"
   cluster | grep -q '"unavailable"' && extra="unavailable while $target is stopped"
   kill -CONT "$(cat "$TMP/$target.pid")"
