@@ -95,7 +95,54 @@ ALL_KINDS="kill1 kill2 kill_standby stop3 stop_dead restart drain all_lost"
 # Random trials draw from this list: all_lost (every stream stalls until a node returns) is
 # half as likely as each other kind.
 WEIGHTED="kill1 kill1 kill2 kill2 kill_standby kill_standby stop3 stop3 stop_dead stop_dead restart restart drain drain all_lost"
+# Membership trials (fault_stop_assign, fault_join_rebalance below), as likely as the others.
+ALL_KINDS="$ALL_KINDS stop_assign join_rebalance"
+WEIGHTED="$WEIGHTED stop_assign stop_assign join_rebalance join_rebalance"
 KINDS=${CHAOS_KINDS:-$ALL_KINDS}  # e.g. CHAOS_KINDS="kill1 stop3"
+
+# stop_assign: kill -9 a stage and SIGSTOP the node that gets its layers (the first live
+# standby, else a survivor) as soon as the coordinator sends the new plan: the coordinator must
+# give that assignment up within --dead-ms and serve a newer plan without the node while it is
+# still stopped (it stays stopped --dead-ms + 3 s). Sets victims and extra of trial().
+epoch_now() { cluster | python3 -c "import json,sys; print(json.load(sys.stdin)['epoch'])"; }
+fault_stop_assign() {
+  local r=$RANDOM dead target plans silent t e0
+  e0=$(epoch_now)
+  dead=$(stages | pick $r 1)
+  target=$(standbys | head -1)
+  [ -n "$target" ] || target=$(stages | grep -vx "$dead" | pick $r 1)
+  victims="$dead $target"
+  plans=$(grep -c "plan of epoch" "$TMP/serve.log")
+  silent=$(grep -c "assignment: node .*silent" "$TMP/serve.log")
+  kill -9 "$(cat "$TMP/$dead.pid")"
+  for _ in $(seq 1 2000); do [ "$(grep -c "plan of epoch" "$TMP/serve.log")" -gt "$plans" ] && break; sleep 0.005; done
+  kill -STOP "$(cat "$TMP/$target.pid")"
+  sleep $((DEAD_MS / 1000 + 3))
+  # Still stopped: a newer plan must serve, without it.
+  [ "$(epoch_now)" -gt "$e0" ] || extra="no new plan served while $target is stopped"
+  stages | grep -qx "$target" && extra="$target still holds layers while stopped"
+  cluster | grep -q '"unavailable"' && extra="unavailable while $target is stopped"
+  kill -CONT "$(cat "$TMP/$target.pid")"
+  t=$(grep -c "assignment: node .*silent" "$TMP/serve.log")
+  if [ "$t" -gt "$silent" ]; then echo "$target" >> "$TMP/stopped_loading"; fi
+}
+
+# join_rebalance: a live standby joins as a full node (`shoal node join` without --standby):
+# the pipeline re-plans onto it at the next step, the streams go on unchanged, and it must then
+# hold layers. With no standby, a stage is drained first and joins back the same way.
+fault_join_rebalance() {
+  local r=$RANDOM v
+  v=$(standbys | pick $r 1)
+  if [ -z "$v" ]; then
+    v=$(stages | pick $r 1)
+    "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || { extra="drain $v failed"; return; }
+    for _ in $(seq 1 500); do stages | grep -qx "$v" || break; sleep 0.02; done
+  fi
+  victims=$v
+  "$SHOAL" node join "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || { extra="join $v failed"; return; }
+  for _ in $(seq 1 500); do stages | grep -qx "$v" && return; sleep 0.02; done
+  extra="$v holds no layers 10 s after joining"
+}
 trial() {
   local kind=$1 i=$2 victims="" t_fault r=$RANDOM
   rm -f "$TMP/started"
@@ -107,6 +154,7 @@ trial() {
     kill2) victims=$(stages | pick $r 2) ;;
     kill_standby) victims=$(standbys | pick $r 1) ;;
     all_lost) victims=$NAMES ;;
+    stop_assign|join_rebalance) ;;  # chosen by their fault_ functions
   esac
   t_fault=$(date +%s.%N)
   local extra=""
@@ -127,10 +175,12 @@ trial() {
       [ "$code" = 503 ] && grep -q "cannot serve yet" "$TMP/503.json" || extra="new request got $code, not 503 with the reason ($(head -c 200 "$TMP/503.json"))"
       sleep 1
       start_node n3 "$(cat "$TMP/n3.port")" > /dev/null ;;
+    stop_assign) fault_stop_assign ;;
+    join_rebalance) fault_join_rebalance ;;
   esac
   wait $cp
   if [ $kind = drain ]; then  # the drained node joins again, as a standby
-    for v in $victims; do "$SHOAL" node join "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || extra="join $v failed"; done
+    for v in $victims; do "$SHOAL" node join --standby "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || extra="join $v failed"; done
   fi
   restore
   local verdict
@@ -196,5 +246,7 @@ show("(all kinds)", [float(r[1]) for r in rows])
 for k in sorted(set(r[0] for r in rows)):
     show(k, [float(r[1]) for r in rows if r[0] == k])
 PY
+n_sa=$(grep -c '^stop_assign ' "$TMP/recoveries" 2>/dev/null)
+[ "${n_sa:-0}" -gt 0 ] && echo "stop_assign: $(cat "$TMP/stopped_loading" 2>/dev/null | wc -l) of $n_sa stops landed while the node was loading its assignment"
 kill -TERM $SPID 2>/dev/null
 [ $fails -eq 0 ]

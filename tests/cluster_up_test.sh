@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `shoal cluster up` and `shoal serve --cluster FILE.toml` end to end on loopback: the same
 # tokens as one process, the plan, measured per-stage load in /metrics, /v1/cluster and
-# `shoal status`, and no node left behind after SIGTERM or SIGKILL of the cluster process.
+# `shoal status`, failover onto a `--standby` node after kill -9 of a stage, and no node left
+# behind after SIGTERM or SIGKILL of the cluster process.
 set -u
 SHOAL=$1
 TMP=$(mktemp -d)
@@ -108,18 +109,41 @@ kill -9 $CPID; wait $CPID 2>/dev/null
 check "SIGKILL: the nodes do not outlive the cluster process" 'sleep 0.5; all_gone "$TMP/kill.log"'
 rm -rf "$(grep -o 'key and logs in [^ ]*' "$TMP/kill.log" | cut -d' ' -f5)"  # left by SIGKILL
 
-# 3. A node that dies: cluster up says which, stops the others and exits non-zero, promptly.
-"$SHOAL" cluster up -m "$MODEL" --nodes 3 --node-mem 128M --no-measure --port 0 \
-  --max-num-seqs 4 --max-model-len 256 > "$TMP/die.log" 2>&1 &
+# 3. A node that dies is failed over: with --standby 1 the standby takes its place, a request
+# streaming meanwhile completes with the undisturbed tokens, and cluster up keeps serving. Only
+# when the last node is gone does it stop (non-zero, promptly, no node left).
+"$SHOAL" cluster up -m "$MODEL" --nodes 2 --standby 1 --node-mem 128M --no-measure --port 0 \
+  --max-num-seqs 4 --max-model-len 512 > "$TMP/die.log" 2>&1 &
 CPID=$!; PIDS+=($CPID)
 wait_http "$TMP/die.log" $CPID; up=$?
+check "cluster up --nodes 2 --standby 1: 3 nodes started, a 2-stage plan, the third a standby" \
+  '[ $up -eq 0 ] && [ $(node_pids "$TMP/die.log" | wc -l) -eq 3 ] && [ $(grep -cE "^ +[0-9]+  node[12] " "$TMP/die.log") -eq 2 ] && grep -q "node3 (pid [0-9]*) standby" "$TMP/die.log"'
+long='{"prompt":"Story number 7 begins","max_tokens":480,"temperature":0,"ignore_eos":true}'
+curl -s -m 60 "127.0.0.1:$PORT/v1/completions" -d "$long" > "$TMP/long_want"
+curl -s -m 60 -N "127.0.0.1:$PORT/v1/completions" -d "${long%\}},\"stream\":true}" > "$TMP/long_got" &
+cp=$!
+for _ in $(seq 1 200); do [ "$(grep -c '^data: {' "$TMP/long_got")" -ge 3 ] && break; sleep 0.01; done
 victim=$(node_pids "$TMP/die.log" | sed -n 2p)
 kill -9 "$victim"
+wait $cp
+curl -s "127.0.0.1:$PORT/v1/cluster" > "$TMP/die_cluster.json"
+check "a stage killed (kill -9) mid-stream: cluster up names it and fails over" \
+  'grep -q "node2 (pid $victim) exited (signal 9); the coordinator fails over (2 of 3 nodes left)" "$TMP/die.log" && kill -0 $CPID'
+check "...the stream completes with the undisturbed tokens" \
+  'python3 - "$TMP/long_want" "$TMP/long_got" <<PY
+import json, sys
+want = json.load(open(sys.argv[1]))["choices"][0]["text"]
+got = "".join(json.loads(l[6:])["choices"][0].get("text", "") for l in open(sys.argv[2]) if l.startswith("data: {"))
+sys.exit(0 if got == want and len(want) > 0 else 1)
+PY'
+check "...the standby holds layers now (/v1/cluster: node3 a stage, 1 failover)" \
+  'python3 -c "import json,sys; c=json.load(open(\"$TMP/die_cluster.json\")); sys.exit(0 if c[\"failovers\"]==1 and any(n[\"name\"]==\"node3\" and n[\"role\"].startswith(\"stage\") for n in c[\"nodes\"]) else 1)"'
+for p in $(node_pids "$TMP/die.log"); do kill -9 "$p" 2>/dev/null; done
 for _ in $(seq 1 200); do kill -0 $CPID 2>/dev/null || break; sleep 0.05; done
 kill -0 $CPID 2>/dev/null && still=1 || still=0
 wait $CPID 2>/dev/null; rc=$?
-check "a node killed: cluster up names it and exits non-zero within 10 s, no node left" \
-  '[ $up -eq 0 ] && [ $still -eq 0 ] && [ $rc -ne 0 ] && grep -q "node process $victim exited (signal 9)" "$TMP/die.log" && all_gone "$TMP/die.log"'
+check "every node killed: cluster up says so and exits non-zero within 10 s, no node left" \
+  '[ $still -eq 0 ] && [ $rc -ne 0 ] && grep -q "no node left: stopping" "$TMP/die.log" && all_gone "$TMP/die.log"'
 
 # 4. A plan that cannot fit stops the nodes too and fails.
 "$SHOAL" cluster up -m "$MODEL" --nodes 2 --node-mem 8M --no-measure --port 0 \

@@ -27,6 +27,7 @@ nlohmann::json ClusterJson(const dist::FailoverStats& s) {
                       {"epoch", s.epoch},
                       {"failovers", s.failovers},
                       {"drains", s.drains},
+                      {"rebalances", s.rebalances},
                       {"replayed_tokens", s.replayed_tokens},
                       {"last_recovery_s", s.last_recovery_s},
                       {"recovery_s_max", s.recovery_s_max},
@@ -48,6 +49,10 @@ std::string FailoverMetrics(const dist::FailoverStats& s) {
   line("shoal_cluster_epoch", "Plan epoch (bumped by every failover).", "gauge", s.epoch);
   line("shoal_failovers_total", "Re-plans after a node failure.", "counter",
        static_cast<double>(s.failovers));
+  line("shoal_drains_total", "Planned re-plans without a drained node.", "counter",
+       static_cast<double>(s.drains));
+  line("shoal_rebalances_total", "Planned re-plans onto every live node.", "counter",
+       static_cast<double>(s.rebalances));
   line("shoal_replayed_tokens_total", "Tokens recomputed after failovers.", "counter",
        static_cast<double>(s.replayed_tokens));
   line("shoal_recovery_seconds_sum", "Failure detected to new plan loaded, summed.", "counter",

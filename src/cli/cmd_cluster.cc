@@ -1,11 +1,13 @@
-// `shoal cluster up`: N `shoal node` workers on loopback and a coordinator serving the API in
-// the foreground; Ctrl-C or SIGTERM stops them all.
+// `shoal cluster up`: N `shoal node` workers (and S standbys) on loopback and a coordinator
+// serving the API in the foreground; a node that exits is failed over, Ctrl-C or SIGTERM stops
+// them all.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -37,7 +39,7 @@ extern "C" void OnStartSignal(int sig) { g_stop_signal = sig; }
 
 struct ClusterUpArgs {
   ServeArgs serve;
-  int n_nodes = 4, threads_per_node = 1;
+  int n_nodes = 4, n_standby = 0, threads_per_node = 1;
   std::string node_mem;
   bool no_measure = false;
 };
@@ -86,14 +88,20 @@ void PrintTail(const std::string& path, int lines) {
                s.substr(at == std::string::npos ? 0 : at + 1).c_str());
 }
 
-// Starts the nodes and waits until each one listens; returns "127.0.0.1:P1,127.0.0.1:P2,...".
-Result<std::string> StartNodes(const ClusterUpArgs& a, const std::string& dir, uint64_t mem,
-                               ChildGroup* group) {
+// The nodes started: addresses and pids, the first n_nodes for the plan, then the standbys.
+struct LocalNodes {
+  std::string nodes, standby;  // "127.0.0.1:P1,127.0.0.1:P2,..."
+  std::vector<pid_t> pids;     // [node - 1]
+};
+
+// Starts the nodes and waits until each one listens.
+Result<LocalNodes> StartNodes(const ClusterUpArgs& a, const std::string& dir, uint64_t mem,
+                              ChildGroup* group) {
   SHOAL_ASSIGN_OR_RETURN(std::string exe, SelfExePath());
   const std::filesystem::path model = std::filesystem::absolute(a.serve.model);
   std::vector<std::string> logs;
   std::vector<pid_t> pids;
-  for (int i = 1; i <= a.n_nodes; ++i) {
+  for (int i = 1; i <= a.n_nodes + a.n_standby; ++i) {
     std::vector<std::string> argv = {exe,
                                      "node",
                                      "--listen",
@@ -132,22 +140,28 @@ Result<std::string> StartNodes(const ClusterUpArgs& a, const std::string& dir, u
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
   }
-  std::string nodes;
+  LocalNodes out;
+  out.pids = pids;
   for (size_t i = 0; i < ports.size(); ++i) {
+    const bool standby = static_cast<int>(i) >= a.n_nodes;
     const std::string line = ReadAll(logs[i]);
-    std::fprintf(stderr, "shoal cluster: node%zu (pid %d) %s", i + 1, static_cast<int>(pids[i]),
-                 line.substr(0, line.find('\n') + 1).c_str());
-    nodes += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(ports[i]);
+    std::fprintf(stderr, "shoal cluster: node%zu (pid %d)%s %s", i + 1, static_cast<int>(pids[i]),
+                 standby ? " standby," : "", line.substr(0, line.find('\n') + 1).c_str());
+    std::string& list = standby ? out.standby : out.nodes;
+    list += (list.empty() ? "127.0.0.1:" : ",127.0.0.1:") + std::to_string(ports[i]);
   }
-  return nodes;
+  return out;
 }
 
 int ClusterUp(const ClusterUpArgs& a) {
   if (a.n_nodes < 1) return Fail(Errorf("--nodes must be at least 1"));
+  if (a.n_standby < 0) return Fail(Errorf("--standby must be at least 0"));
   if (a.threads_per_node < 1) return Fail(Errorf("--threads-per-node must be at least 1"));
-  // Default: the nodes share 90% of the memory available now.
+  const int n_all = a.n_nodes + a.n_standby;
+  // Default: the nodes share 90% of the memory available now (a standby gets a node's share:
+  // it must be able to take any node's place).
   auto mem =
-      ParseMemSize(a.node_mem.empty() ? std::to_string(0.9 / a.n_nodes) : a.node_mem, "--node-mem");
+      ParseMemSize(a.node_mem.empty() ? std::to_string(0.9 / n_all) : a.node_mem, "--node-mem");
   if (!mem.ok()) return Fail(mem.status());
   std::signal(SIGINT, OnStartSignal);
   std::signal(SIGTERM, OnStartSignal);
@@ -162,24 +176,36 @@ int ClusterUp(const ClusterUpArgs& a) {
       Fail(nodes.status());
     } else {
       ServeArgs s = a.serve;
-      s.nodes = *nodes;
+      s.nodes = nodes->nodes;
+      s.standby = nodes->standby;
       s.cluster_key_file = *dir + "/cluster.key";
-      std::fprintf(stderr, "shoal cluster: %d nodes up (%llu MiB each); coordinator --nodes %s\n",
-                   a.n_nodes, static_cast<unsigned long long>(*mem >> 20), nodes->c_str());
-      // A node that dies leaves the pipeline unable to finish a step: say which, and stop the
-      // coordinator (its SIGTERM drain) instead of serving errors. Polls every 200 ms.
-      std::atomic<bool> serving{true}, node_died{false};
+      std::fprintf(stderr,
+                   "shoal cluster: %d nodes and %d standbys up (%llu MiB each); coordinator "
+                   "--nodes %s%s%s\n",
+                   a.n_nodes, a.n_standby, static_cast<unsigned long long>(*mem >> 20),
+                   nodes->nodes.c_str(), a.n_standby > 0 ? " --standby " : "",
+                   nodes->standby.c_str());
+      // A node that exits is failed over by the coordinator (a standby takes its place, or the
+      // others re-plan without it; requests in flight replay, none is lost). Only when the last
+      // node is gone nothing can come back: then stop the coordinator (its SIGTERM drain) and
+      // exit 1. Polls every 200 ms.
+      std::atomic<bool> serving{true}, all_died{false};
       std::thread watcher([&] {
         while (serving) {
           int st = 0;
           if (const pid_t p = group.Reap(&st); p != 0) {
-            std::fprintf(stderr, "shoal cluster: node process %d exited (%s %d); stopping\n",
-                         static_cast<int>(p), WIFSIGNALED(st) ? "signal" : "status",
-                         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-            node_died = true;
-            // The other nodes go first: their links close, so a step waiting on the pipeline
-            // fails at once instead of at its timeout, and the drain below is quick.
-            group.StopAll(2000);
+            const auto it = std::find(nodes->pids.begin(), nodes->pids.end(), p);
+            const size_t left = group.size();
+            std::fprintf(stderr, "shoal cluster: node%d (pid %d) exited (%s %d); %s\n",
+                         static_cast<int>(it - nodes->pids.begin()) + 1, static_cast<int>(p),
+                         WIFSIGNALED(st) ? "signal" : "status",
+                         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+                         left > 0 ? fmt::format("the coordinator fails over ({} of {} nodes left)",
+                                                left, n_all)
+                                        .c_str()
+                                  : "no node left: stopping");
+            if (left > 0) continue;
+            all_died = true;
             // Again each second until Serve returns: the first one may land before the server
             // has taken the signal over.
             for (int i = 0; serving; ++i) {
@@ -194,10 +220,9 @@ int ClusterUp(const ClusterUpArgs& a) {
       rc = g_stop_signal != 0 ? 1 : Serve(s);
       serving = false;
       watcher.join();
-      if (node_died) rc = 1;
+      if (all_died) rc = 1;
       if (rc != 0)
-        for (int i = 1; i <= a.n_nodes; ++i)
-          PrintTail(*dir + "/node" + std::to_string(i) + ".log", 5);
+        for (int i = 1; i <= n_all; ++i) PrintTail(*dir + "/node" + std::to_string(i) + ".log", 5);
     }
     group.StopAll();
   }
@@ -218,6 +243,9 @@ void AddClusterCommand(CLI::App& app, Runner* runner) {
       "up", "Start N `shoal node` workers on loopback and serve the API over them (foreground)");
   up->add_option("-m,--model", a->serve.model, "GGUF model file")->required();
   up->add_option("--nodes", a->n_nodes, "Number of nodes")->capture_default_str();
+  up->add_option("--standby", a->n_standby,
+                 "Extra nodes that wait as standbys and take a failed node's place")
+      ->capture_default_str();
   up->add_option("--node-mem", a->node_mem,
                  "Memory limit of each node (e.g. 256M; default: 90% of available / nodes)");
   up->add_option("--threads-per-node", a->threads_per_node, "Compute threads of each node")

@@ -58,9 +58,11 @@ int RunNode(const NodeArgs& a) {
   return s.ok() ? 0 : Fail(s);
 }
 
+// `shoal node drain|join|rebalance`: a membership change sent to the coordinator.
 struct DrainArgs {
+  enum class Op { kDrain, kJoin, kRebalance } op = Op::kDrain;
   std::string node, url = "http://127.0.0.1:8080", api_key;
-  bool join = false;  // `shoal node join`: the opposite
+  bool standby = false;  // join: wait as a spare instead of taking load now
 };
 
 int RunDrain(const DrainArgs& d) {
@@ -68,12 +70,24 @@ int RunDrain(const DrainArgs& d) {
   if (!url.ok()) return Fail(url.status());
   auto target = loadgen::ResolveTarget(*url);
   if (!target.ok()) return Fail(target.status());
-  auto r = loadgen::HttpPost(*target, d.join ? "/v1/cluster/join" : "/v1/cluster/drain",
-                             nlohmann::json{{"node", d.node}}.dump(), d.api_key, 10.0);
+  using Op = DrainArgs::Op;
+  nlohmann::json body = nlohmann::json::object();
+  if (d.op != Op::kRebalance) body["node"] = d.node;
+  if (d.op == Op::kJoin) body["standby"] = d.standby;
+  const char* path = d.op == Op::kDrain  ? "/v1/cluster/drain"
+                     : d.op == Op::kJoin ? "/v1/cluster/join"
+                                         : "/v1/cluster/rebalance";
+  auto r = loadgen::HttpPost(*target, path, body.dump(), d.api_key, 10.0);
   if (!r.ok()) return Fail(r.status());
-  std::printf(d.join ? "%s: joined as a standby\n"
-                     : "%s: draining (the cluster re-plans without it at its next step)\n",
-              d.node.c_str());
+  if (d.op == Op::kDrain)
+    std::printf("%s: draining (the cluster re-plans without it at its next step)\n",
+                d.node.c_str());
+  else if (d.op == Op::kRebalance)
+    std::printf("rebalancing (the cluster re-plans over every live node at its next step)\n");
+  else if (d.standby)
+    std::printf("%s: joined as a standby\n", d.node.c_str());
+  else
+    std::printf("%s: joined (the cluster rebalances onto it at its next step)\n", d.node.c_str());
   return 0;
 }
 
@@ -104,15 +118,24 @@ void AddNodeCommand(CLI::App& app, Runner* runner) {
   drain->add_option("--api-key", d->api_key, "API key of the server");
   drain->callback([d, runner] { *runner = [d] { return RunDrain(*d); }; });
   auto j = std::make_shared<DrainArgs>();
-  j->join = true;
-  CLI::App* join =
-      cmd->add_subcommand("join", "Add a running node to a serving cluster as a standby");
+  j->op = DrainArgs::Op::kJoin;
+  CLI::App* join = cmd->add_subcommand(
+      "join", "Add a running node to a serving cluster (it takes layers at the next step)");
   join->add_option("node", j->node, "The node's HOST:PORT")->required();
   join->add_option("--url", j->url, "The coordinator's base URL")->capture_default_str();
   join->add_option("--api-key", j->api_key, "API key of the server");
+  join->add_flag("--standby", j->standby,
+                 "Wait as a spare (take a failed node's place) instead of rebalancing onto it");
   join->callback([j, runner] { *runner = [j] { return RunDrain(*j); }; });
-  cmd->callback([a, runner, drain, join] {
-    if (drain->parsed() || join->parsed()) return;
+  auto rb = std::make_shared<DrainArgs>();
+  rb->op = DrainArgs::Op::kRebalance;
+  CLI::App* rebalance = cmd->add_subcommand(
+      "rebalance", "Re-plan a serving cluster over every live node, standbys included");
+  rebalance->add_option("--url", rb->url, "The coordinator's base URL")->capture_default_str();
+  rebalance->add_option("--api-key", rb->api_key, "API key of the server");
+  rebalance->callback([rb, runner] { *runner = [rb] { return RunDrain(*rb); }; });
+  cmd->callback([a, runner, drain, join, rebalance] {
+    if (drain->parsed() || join->parsed() || rebalance->parsed()) return;
     *runner = [a] { return RunNode(*a); };
   });
 }

@@ -192,7 +192,11 @@ int Serve(const ServeArgs& a) {
       m.extra_metrics = [fx] { return FailoverMetrics(fx->stats()); };
       m.unavailable = [fx] { return fx->Unavailable(); };
       m.drain = [fx](const std::string& node) { return fx->Drain(node); };
-      m.join = [fx](const std::string& node) { return fx->Join(node); };
+      m.join = [fx](const std::string& node, bool standby) { return fx->Join(node, standby); };
+      m.rebalance = [fx] {
+        fx->Rebalance();
+        return Status::Ok();
+      };
       m.stage_metrics = [fx] {
         std::vector<server::StageMetrics> out;
         const std::vector<dist::StageLoad> loads = fx->StageLoads();

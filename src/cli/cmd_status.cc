@@ -57,9 +57,12 @@ int RunStatus(const StatusArgs& a) {
   }
   if (j.contains("nodes") && j["nodes"].is_array()) {
     std::printf(
-        "epoch %lld, %lld failovers, %lld tokens replayed, last recovery %.3f s, max %.3f s\n",
+        "epoch %lld, %lld failovers, %lld drains, %lld rebalances, %lld tokens replayed, last "
+        "recovery %.3f s, max %.3f s\n",
         static_cast<long long>(j.value("epoch", 0)),
         static_cast<long long>(j.value("failovers", 0)),
+        static_cast<long long>(j.value("drains", 0)),
+        static_cast<long long>(j.value("rebalances", 0)),
         static_cast<long long>(j.value("replayed_tokens", 0)), j.value("last_recovery_s", 0.0),
         j.value("recovery_s_max", 0.0));
     if (j.contains("unavailable"))

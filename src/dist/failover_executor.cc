@@ -20,6 +20,11 @@ constexpr size_t kMaxTrackedSeqs = 65536;
 // Sleep slices while waiting between attempts, so Stop is seen within 50 ms.
 constexpr int64_t kSleepSliceMs = 50;
 
+// A node lost while loading its assignment is left out by the next attempt's probe, which can
+// start at once; after this many such losses in a row the cluster is churning, and attempts
+// wait retry_ms as when nothing fits.
+constexpr int kQuickRetries = 3;
+
 }  // namespace
 
 FailoverExecutor::FailoverExecutor(const FailoverOptions& opts, const gguf::File& file,
@@ -32,7 +37,36 @@ FailoverExecutor::FailoverExecutor(const FailoverOptions& opts, const gguf::File
       active_(opts.cluster.nodes),
       standby_(opts.standby) {}
 
-FailoverExecutor::~FailoverExecutor() = default;
+FailoverExecutor::~FailoverExecutor() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    closing_ = true;
+  }
+  watch_cv_.notify_all();
+  if (standby_watch_.joinable()) standby_watch_.join();
+}
+
+void FailoverExecutor::WatchStandbys() {
+  const int64_t timeout =
+      opts_.probe_timeout_ms > 0 ? opts_.probe_timeout_ms : opts_.cluster.watch.suspect_ms;
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!watch_cv_.wait_for(lk, std::chrono::milliseconds(opts_.standby_probe_ms),
+                             [&] { return closing_; })) {
+    const std::vector<std::string> standby = standby_;
+    lk.unlock();
+    // In parallel, as the failover's probes: a stopped standby holds its probe for `timeout`.
+    std::vector<std::thread> probes;
+    for (const std::string& a : standby)
+      probes.emplace_back([this, a, timeout] {
+        const bool alive = ConnectNode(a, {}, key_, timeout).ok();  // the link closes at once
+        std::lock_guard<std::mutex> g(mu_);
+        if (std::find(standby_.begin(), standby_.end(), a) != standby_.end())
+          health_[a] = alive ? "alive" : "dead";
+      });
+    for (std::thread& t : probes) t.join();
+    lk.lock();
+  }
+}
 
 Result<std::unique_ptr<FailoverExecutor>> FailoverExecutor::Create(const FailoverOptions& opts,
                                                                    const gguf::File& file,
@@ -47,6 +81,8 @@ Result<std::unique_ptr<FailoverExecutor>> FailoverExecutor::Create(const Failove
   SHOAL_RETURN_IF_ERROR(AssignLayers(cl, opts.cluster));
   for (const std::string& s : f->standby_) f->health_[s] = "unknown";
   f->Install(std::move(cl));
+  if (opts.standby_probe_ms > 0)
+    f->standby_watch_ = std::thread([p = f.get()] { p->WatchStandbys(); });
   return f;
 }
 
@@ -68,6 +104,7 @@ void FailoverExecutor::Install(Cluster cl) {
     names.push_back(st.node_name);
     addrs.push_back(exec->cluster().infos[static_cast<size_t>(st.node)].address);
   }
+  n_layer_ = plan.n_layer;
   std::lock_guard<std::mutex> lk(mu_);
   for (const planner::NodeInfo& n : exec->cluster().infos) names_[n.address] = n.name;
   stats_.epoch = exec->cluster().epoch;
@@ -78,7 +115,9 @@ void FailoverExecutor::Install(Cluster cl) {
   inner_ = std::move(exec);
 }
 
-Status FailoverExecutor::TryPlan(uint32_t epoch) {
+Status FailoverExecutor::TryPlan(uint32_t epoch, bool rebalance,
+                                 const std::vector<std::string>& skip,
+                                 std::vector<std::string>* lost) {
   // Probe every known node: the plan's, the standbys (and nodes evicted earlier, which wait in
   // the standby list and come back when they answer again).
   std::map<std::string, NodeLink> alive;
@@ -90,6 +129,11 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
       if (opts_.standby[i] == addr) o = opts_.standby_overrides[i];
     const int64_t timeout =
         opts_.probe_timeout_ms > 0 ? opts_.probe_timeout_ms : opts_.cluster.watch.suspect_ms;
+    if (std::find(skip.begin(), skip.end(), addr) != skip.end()) {
+      std::lock_guard<std::mutex> lk(mu_);
+      health_[addr] = "dead";  // lost a moment ago: not worth a probe's suspect time
+      return;
+    }
     auto l = ConnectNode(addr, o, key_, timeout);
     std::lock_guard<std::mutex> lk(mu_);
     health_[addr] = l.ok() ? "alive" : "dead";
@@ -151,34 +195,46 @@ Status FailoverExecutor::TryPlan(uint32_t epoch) {
     standby_ = std::move(stb);
   };
   publish(active, standby);
-  // Plan over the actives; if they cannot hold the model, add live standbys one at a time.
-  Status last = Errorf("no live node");
-  for (;;) {
-    if (!active.empty()) {
-      std::vector<NodeLink> links;
-      for (const std::string& a : active) links.push_back(alive.at(a));
-      auto cl = PlanCluster(std::move(links), opts_.cluster, *file_);
-      if (cl.ok()) {
-        cl->epoch = epoch;
-        Log(LogLevel::kWarn, "failover: plan of epoch {}\n{}", epoch,
-            planner::FormatPlan(cl->plan));
-        const double t1 = Now();
-        SHOAL_RETURN_IF_ERROR(AssignLayers(*cl, opts_.cluster));
-        Log(LogLevel::kWarn, "failover: probed {} nodes in {:.3f} s, assigned in {:.3f} s",
-            alive.size(), t_probe, Now() - t1);
-        publish(active, standby);
-        Install(std::move(*cl));
-        return Status::Ok();
+  // Plans over `act` and assigns; if they cannot hold the model, adds live standbys one at a
+  // time.
+  auto attempt = [&](std::vector<std::string> act, std::vector<std::string> stb) -> Status {
+    Status last = Errorf("no live node");
+    for (;;) {
+      if (!act.empty()) {
+        std::vector<NodeLink> links;
+        for (const std::string& a : act) links.push_back(alive.at(a));
+        auto cl = PlanCluster(std::move(links), opts_.cluster, *file_);
+        if (cl.ok()) {
+          cl->epoch = epoch;
+          Log(LogLevel::kWarn, "failover: plan of epoch {}\n{}", epoch,
+              planner::FormatPlan(cl->plan));
+          const double t1 = Now();
+          if (Status s = AssignLayers(*cl, opts_.cluster, lost); !s.ok()) return s;
+          Log(LogLevel::kWarn, "failover: probed {} nodes in {:.3f} s, assigned in {:.3f} s",
+              alive.size(), t_probe, Now() - t1);
+          publish(act, stb);
+          Install(std::move(*cl));
+          return Status::Ok();
+        }
+        last = cl.status();
       }
-      last = cl.status();
+      auto s = std::find_if(stb.begin(), stb.end(),
+                            [&](const std::string& x) { return alive.count(x) > 0; });
+      if (s == stb.end()) break;
+      act.push_back(*s);
+      stb.erase(s);
     }
-    auto s = std::find_if(standby.begin(), standby.end(),
-                          [&](const std::string& x) { return alive.count(x) > 0; });
-    if (s == standby.end()) break;
-    active.push_back(*s);
-    standby.erase(s);
+    return last.Annotate("the live nodes cannot hold the model");
+  };
+  if (rebalance) {
+    // Every live standby joins the plan (the planner gives each node at least one layer, so at
+    // most n_layer nodes). On failure the caller re-plans without it.
+    std::vector<std::string> act = active, stb;
+    for (const std::string& x : standby)
+      (alive.count(x) && static_cast<int32_t>(act.size()) < n_layer_ ? act : stb).push_back(x);
+    return attempt(std::move(act), std::move(stb));
   }
-  return last.Annotate("the live nodes cannot hold the model");
+  return attempt(active, standby);
 }
 
 Status FailoverExecutor::Drain(const std::string& node) {
@@ -203,36 +259,47 @@ Status FailoverExecutor::Drain(const std::string& node) {
   return Status::Ok();
 }
 
-Status FailoverExecutor::Join(const std::string& address) {
+Status FailoverExecutor::Join(const std::string& address, bool standby) {
   SHOAL_ASSIGN_OR_RETURN(auto hp, net::ParseHostPort(address));
   if (hp.second == 0) return Errorf("bad port in '{}'", address);
-  std::lock_guard<std::mutex> lk(mu_);
-  if (std::erase(drained_, address) > 0) {
-    for (const std::vector<std::string>* list : {&active_, &standby_})
-      if (std::find(list->begin(), list->end(), address) != list->end()) {
-        Log(LogLevel::kWarn, "join: {} stays (its drain had not happened yet)", address);
-        return Status::Ok();
-      }
-  }
-  for (const std::vector<std::string>* list : {&active_, &standby_})
-    if (std::find(list->begin(), list->end(), address) != list->end())
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto member = [&](const std::vector<std::string>& list) {
+      return std::find(list.begin(), list.end(), address) != list.end();
+    };
+    if (std::erase(drained_, address) > 0 && (member(active_) || member(standby_))) {
+      Log(LogLevel::kWarn, "join: {} stays (its drain had not happened yet)", address);
+      return Status::Ok();
+    }
+    if (member(active_) || (standby && member(standby_)))
       return Errorf("{} is already a member", address);
-  standby_.push_back(address);  // TryPlan works on copies and keeps what joined meanwhile
-  health_[address] = "unknown";
-  Log(LogLevel::kWarn, "join: {} is a standby", address);
+    if (!member(standby_)) {
+      standby_.push_back(address);  // TryPlan works on copies and keeps what joined meanwhile
+      health_[address] = "unknown";
+    }
+    Log(LogLevel::kWarn, "join: {} is a standby{}", address,
+        standby ? "" : "; rebalancing onto it at the next step");
+  }
+  if (!standby) Rebalance();
   return Status::Ok();
 }
 
-Status FailoverExecutor::Recover(const Status& why, bool planned) {
+void FailoverExecutor::Rebalance() {
+  rebalance_ = true;
+  Log(LogLevel::kWarn, "rebalance: re-planning over every live node at the next step");
+}
+
+Status FailoverExecutor::Recover(const Status& why, bool drain, bool rebalance) {
+  const bool planned = drain || rebalance;
   const double t0 = Now();
   Log(LogLevel::kWarn, "{}: {}", planned ? "re-plan" : "failover", why.message());
   for (const auto& [seq, rows] : computed_) replay_[seq] = std::max(replay_[seq], rows);
   computed_.clear();
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (planned) {
-      ++stats_.drains;
-    } else {
+    if (drain) ++stats_.drains;
+    if (rebalance) ++stats_.rebalances;
+    if (!planned) {
       ++stats_.failovers;
       stats_.last_failure = why.message();
     }
@@ -251,10 +318,22 @@ Status FailoverExecutor::Recover(const Status& why, bool planned) {
     old = std::move(inner_);
   }
   old.reset();
-  for (;;) {
+  std::vector<std::string> lost;
+  for (int quick = 0;;) {
     if (stop_) return Errorf("stopped while recovering from: {}", why.message());
-    const Status s = TryPlan(++epoch_);
+    const std::vector<std::string> skip = std::move(lost);
+    lost.clear();
+    const Status s = TryPlan(++epoch_, rebalance, skip, &lost);
     if (s.ok()) break;
+    if (rebalance) {
+      Log(LogLevel::kWarn, "rebalance: {}; re-planning without the new nodes", s.message());
+      rebalance = false;
+      continue;
+    }
+    if (!lost.empty() && quick++ < kQuickRetries) {
+      Log(LogLevel::kWarn, "failover: {}; re-planning without that node", s.message());
+      continue;
+    }
     Log(LogLevel::kWarn, "failover: no plan yet: {}", s.message());
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -319,9 +398,12 @@ Status FailoverExecutor::Run(const Batch& batch, std::vector<float>* logits) {
 Status FailoverExecutor::Submit(const Batch& batch) {
   // A failed submit or collect re-plans and bumps kv_epoch: the engine voids this step and the
   // ones in flight and replays every sequence (engine.h, kv_epoch).
-  if (replan_.exchange(false)) {
-    // A drain: re-plan now (steps in flight are voided and replayed with the others).
-    SHOAL_RETURN_IF_ERROR(Recover(Errorf("a node was drained"), true));
+  const bool drain = replan_.exchange(false), rebalance = rebalance_.exchange(false);
+  if (drain || rebalance) {
+    // Planned: re-plan now (steps in flight are voided and replayed with the others).
+    SHOAL_RETURN_IF_ERROR(
+        Recover(Errorf("{}", drain ? "a node was drained" : "rebalancing onto every live node"),
+                drain, rebalance));
     return Status::Ok();
   }
   if (!inner_) return Recover(Errorf("no plan"));

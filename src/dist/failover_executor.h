@@ -5,12 +5,14 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist/remote_executor.h"
@@ -30,6 +32,10 @@ struct FailoverOptions {
   int64_t retry_ms = 500;
   // Give up (the engine fails the requests in flight) after this long without a plan; 0: never.
   int64_t give_up_ms = 0;
+  // Standbys are probed this often between failovers (connect, authenticate, read the info:
+  // one short link per standby), so /v1/cluster shows a lost or restarted standby within about
+  // a second; 0: only at failovers.
+  int64_t standby_probe_ms = 1'000;
 };
 
 // One node as the coordinator sees it.
@@ -43,6 +49,7 @@ struct FailoverStats {
   uint32_t epoch = 0;
   int64_t failovers = 0;
   int64_t drains = 0;
+  int64_t rebalances = 0;       // planned re-plans onto every live node (Rebalance, Join)
   int64_t replayed_tokens = 0;  // prompt and generated tokens recomputed after failovers
   double last_recovery_s = 0;   // failure detected -> new plan loaded
   double recovery_s_total = 0;  // sum over failovers
@@ -84,19 +91,32 @@ class FailoverExecutor final : public Executor {
   // pipeline re-plans without it (a planned failover: requests in flight replay, none is lost);
   // the node may then be stopped. Error for an unknown node.
   Status Drain(const std::string& node);
-  // Thread-safe: adds a node (HOST:PORT) as a standby (a drained one comes back). It takes a
-  // dead node's place at the next failover, or a plan's when the live ones cannot hold it.
-  Status Join(const std::string& address);
+  // Thread-safe: adds a node (HOST:PORT; a drained one comes back). As a standby it takes a
+  // dead node's place at the next failover, or a plan's when the live ones cannot hold it;
+  // otherwise the cluster rebalances onto it at the next step (Rebalance), which also takes a
+  // node that is a standby already.
+  Status Join(const std::string& address, bool standby = true);
+  // Thread-safe: at the next step, re-plans over every live node, the plan's and the standbys'
+  // (at most one per layer): planned like a drain, so requests in flight replay and none is
+  // lost. If that plan cannot be assigned, the nodes that served go on serving.
+  void Rebalance();
   // Thread-safe: a recovery in progress gives up at its next attempt.
   void Stop() { stop_ = true; }
 
  private:
   FailoverExecutor(const FailoverOptions& opts, const gguf::File& file, net::ClusterKey key,
                    int64_t n_vocab, int64_t n_embd);
-  // Re-plans until a plan loads (or Stop / give_up_ms); then bumps kv_epoch.
-  Status Recover(const Status& why, bool planned = false);
-  Status TryPlan(uint32_t epoch);  // one attempt over the members that answer
-  void Install(Cluster cl);        // new inner executor; publishes stages and members
+  // Re-plans until a plan loads (or Stop / give_up_ms); then bumps kv_epoch. `drain` and
+  // `rebalance` are planned re-plans (no failure counted); a rebalance first plans over every
+  // live node.
+  Status Recover(const Status& why, bool drain = false, bool rebalance = false);
+  // One attempt over the members that answer (with rebalance: every live standby in the plan),
+  // not probing `skip` (nodes lost during the last attempt). *lost: the nodes that died or went
+  // silent while loading this attempt's assignment.
+  Status TryPlan(uint32_t epoch, bool rebalance, const std::vector<std::string>& skip,
+                 std::vector<std::string>* lost);
+  void Install(Cluster cl);  // new inner executor; publishes stages and members
+  void WatchStandbys();      // the standby_probe_ms loop (its own thread)
   void CountReplay(const Batch& batch);
 
   FailoverOptions opts_;
@@ -109,6 +129,8 @@ class FailoverExecutor final : public Executor {
   uint32_t epoch_ = 1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> replan_{false};            // a drain asks for a new plan at the next step
+  std::atomic<bool> rebalance_{false};         // a rebalance asks for one
+  int32_t n_layer_ = 0;                        // the model's layers (most stages a plan has)
   std::vector<std::string> active_, standby_;  // addresses: the plan's nodes; the spares
   // Replay accounting: per sequence, the KV rows computed before the last failover.
   std::map<int64_t, int32_t> computed_, replay_;
@@ -120,6 +142,9 @@ class FailoverExecutor final : public Executor {
   std::map<std::string, std::string> names_;   // address -> node name, once known
   std::map<std::string, std::string> health_;  // address -> last probed health
   std::vector<std::string> drained_;           // addresses removed by Drain
+  bool closing_ = false;                       // the standby watch ends
+  std::condition_variable watch_cv_;
+  std::thread standby_watch_;  // last: started once everything above exists
 };
 
 }  // namespace shoal::dist

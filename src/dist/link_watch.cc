@@ -91,6 +91,10 @@ void LinkWatch::Serve(size_t i) {
           std::lock_guard<std::mutex> lk(mu_);
           results_[i].push_back(std::move(**f));
           cv_.notify_all();
+        } else if ((*f)->type == net::MsgType::kControl) {
+          std::lock_guard<std::mutex> lk(mu_);
+          controls_.push_back({i, std::move(**f)});
+          cv_.notify_all();
         }
       }
     }
@@ -104,24 +108,38 @@ void LinkWatch::Serve(size_t i) {
   }
 }
 
-Result<net::Frame> LinkWatch::NextResult(size_t i, int64_t timeout_ms) {
+template <typename Ready>
+Status LinkWatch::WaitFor(Ready ready, int64_t timeout_ms, const std::string& what) {
   const int64_t t_end = NowMs() + timeout_ms;
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    if (!results_[i].empty()) {
-      net::Frame f = std::move(results_[i].front());
-      results_[i].pop_front();
-      return f;
-    }
+    if (ready()) return Status::Ok();
     if (!dead_.empty()) return Errorf("{}", dead_);
     lk.unlock();
-    const std::string silent = DeadReason();
+    const std::string silent = CheckDead();
     lk.lock();
+    if (ready()) return Status::Ok();
     if (!silent.empty()) return Errorf("{}", silent);
-    if (NowMs() >= t_end)
-      return Errorf("no step result from node {} within {} ms", names_[i], timeout_ms);
+    if (NowMs() >= t_end) return Errorf("no {} within {} ms", what, timeout_ms);
     cv_.wait_for(lk, std::chrono::milliseconds(kPollMs));
   }
+}
+
+Result<net::Frame> LinkWatch::NextResult(size_t i, int64_t timeout_ms) {
+  SHOAL_RETURN_IF_ERROR(WaitFor([&] { return !results_[i].empty(); }, timeout_ms,
+                                "step result from node " + names_[i]));
+  std::lock_guard<std::mutex> lk(mu_);
+  net::Frame f = std::move(results_[i].front());
+  results_[i].pop_front();
+  return f;
+}
+
+Result<LinkWatch::Control> LinkWatch::NextControl(int64_t timeout_ms) {
+  SHOAL_RETURN_IF_ERROR(WaitFor([&] { return !controls_.empty(); }, timeout_ms, "answer"));
+  std::lock_guard<std::mutex> lk(mu_);
+  Control c = std::move(controls_.front());
+  controls_.pop_front();
+  return c;
 }
 
 std::vector<net::HeartbeatMonitor::PeerState> LinkWatch::States() const {
@@ -150,6 +168,15 @@ std::string LinkWatch::DeadReason() const {
       return "node " + s.peer + ": silent for " +
              std::to_string(s.missed_intervals * config_.heartbeat_ms) + " ms";
   return "";
+}
+
+std::string LinkWatch::CheckDead() {
+  const std::string why = DeadReason();
+  if (why.empty()) return why;
+  const auto states = States();
+  for (size_t i = 0; i < states.size(); ++i)
+    if (states[i].health == net::PeerHealth::kDead) conns_[i]->Shutdown();
+  return why;
 }
 
 }  // namespace shoal::dist

@@ -1,6 +1,7 @@
 // LinkWatch: the coordinator's reader of its node links. One thread per link pings the node,
-// records every frame heard in a HeartbeatMonitor and queues step results, so a dead or
-// silent node fails the step in a bounded time instead of hanging it.
+// records every frame heard in a HeartbeatMonitor and queues step results and control messages,
+// so a dead or silent node fails the step, or the assignment it is loading, in a bounded time
+// instead of hanging it.
 #pragma once
 
 #include <condition_variable>
@@ -48,6 +49,13 @@ class LinkWatch {
   // The next step result from link i; an error as soon as any link is dead (closed, failed or
   // silent past dead_ms) or when none came within timeout_ms.
   Result<net::Frame> NextResult(size_t i, int64_t timeout_ms);
+  // The next control message from any link (assignment results, fetch requests), with the
+  // link's index; errors as NextResult.
+  struct Control {
+    size_t link = 0;
+    net::Frame frame;
+  };
+  Result<Control> NextControl(int64_t timeout_ms);
   // Every link's health now, in link order (peer = its name).
   std::vector<net::HeartbeatMonitor::PeerState> States() const;
   // Why the first dead link is dead; "" while all live.
@@ -57,6 +65,12 @@ class LinkWatch {
 
  private:
   void Serve(size_t i);
+  // DeadReason, and a link found dead by silence is shut down, so that a send blocked on it (a
+  // stopped node with a full socket buffer) fails at once.
+  std::string CheckDead();
+  // Waits for `ready` (called under mu_) until any link is dead or timeout_ms passes.
+  template <typename Ready>
+  Status WaitFor(Ready ready, int64_t timeout_ms, const std::string& what);
 
   std::vector<std::shared_ptr<net::Conn>> conns_;
   std::vector<std::string> names_;
@@ -66,6 +80,7 @@ class LinkWatch {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::deque<net::Frame>> results_;  // [link], guarded by mu_
+  std::deque<Control> controls_;                 // guarded by mu_
   std::string dead_;                             // guarded by mu_
   bool stop_ = false;                            // guarded by mu_
   std::vector<std::thread> threads_;

@@ -94,15 +94,15 @@ std::vector<uint8_t> EncodeFetch(bool header, const std::vector<uint32_t>& items
 
 // Asks the coordinator for the header and/or tensors `items` (manifest indices) and writes each
 // data frame into `fd` at the item's place: header at 0, tensor i at its file offset.
-Status Fetch(net::Conn& coord, bool header, const std::vector<uint32_t>& items,
+Status Fetch(const FetchLink& coord, bool header, const std::vector<uint32_t>& items,
              const ModelManifest& m, const gguf::File* layout, int fd, const std::string& path) {
   net::Frame req;
   req.type = net::MsgType::kControl;
   req.payload = EncodeFetch(header, items);
-  SHOAL_RETURN_IF_ERROR(coord.Send(req));
+  SHOAL_RETURN_IF_ERROR(coord.conn->Send(req));
   uint64_t received = 0;
   for (;;) {
-    auto f = coord.Recv(kDataTimeoutMs);
+    auto f = coord.recv ? coord.recv(kDataTimeoutMs) : coord.conn->Recv(kDataTimeoutMs);
     if (!f.ok()) return f.status().Annotate("fetching the model from the coordinator");
     if (!*f) return Errorf("the coordinator sent no model data for {} ms", kDataTimeoutMs);
     if ((*f)->type != net::MsgType::kControl) continue;  // heartbeats
@@ -257,7 +257,7 @@ Status VerifyStageTensors(const gguf::File& f, const ModelManifest& m, int32_t f
 }
 
 Result<std::string> EnsureCachedFile(const ModelManifest& m, const std::string& cache_dir,
-                                     net::Conn& coord) {
+                                     const FetchLink& coord) {
   if (m.file_bytes == 0)
     return Errorf(
         "the node lacks the model file and the coordinator's model is split in "
@@ -285,7 +285,7 @@ Result<std::string> EnsureCachedFile(const ModelManifest& m, const std::string& 
 }
 
 Status FetchStageTensors(const ModelManifest& m, const std::string& path, int32_t first,
-                         int32_t last, net::Conn& coord) {
+                         int32_t last, const FetchLink& coord) {
   // Which of the stage's tensors are missing (holes read as zeros) or wrong in the cache file.
   std::vector<uint32_t> missing;
   {

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,16 +51,24 @@ std::vector<const gguf::TensorInfo*> StageTensors(const gguf::File& f, int32_t f
 Status VerifyStageTensors(const gguf::File& f, const ModelManifest& m, int32_t first, int32_t last,
                           int32_t n_layer);
 
+// A node's link to the coordinator for fetches: requests go out on `conn`; answers come from
+// `recv` when set (a node whose link thread keeps reading the link, to answer heartbeats while
+// it loads, passes them on), else from conn->Recv.
+struct FetchLink {
+  net::Conn* conn = nullptr;
+  std::function<Result<std::optional<net::Frame>>(int64_t timeout_ms)> recv;
+};
+
 // Node side, for a node without the model file: makes sure `cache_dir` holds
 // <manifest id>.gguf (a name derived from hashes, never from a message), a sparse file of the
 // model's size with the header fetched from the coordinator over `coord` and checked against
 // the manifest; returns its path. Tensors are fetched by FetchStageTensors.
 Result<std::string> EnsureCachedFile(const ModelManifest& m, const std::string& cache_dir,
-                                     net::Conn& coord);
+                                     const FetchLink& coord);
 // Fetches the stage's tensors that are missing or wrong in the cached file (holes read as
 // zeros), then verifies every stage tensor against the manifest.
 Status FetchStageTensors(const ModelManifest& m, const std::string& path, int32_t first,
-                         int32_t last, net::Conn& coord);
+                         int32_t last, const FetchLink& coord);
 
 // Coordinator side: answers one fetch request (a kFetch control payload) with data frames and
 // a done frame.

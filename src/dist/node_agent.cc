@@ -11,18 +11,16 @@
 #include <vector>
 
 #include "base/log.h"
+#include "dist/frame_queue.h"
 #include "dist/model_transfer.h"
 #include "dist/warmup.h"
 #include "dist/wire.h"
 #include "gguf/gguf.h"
-#include "kernels/matmul.h"
-#include "kernels/quant.h"
 #include "model/model.h"
 #include "net/conn.h"
 #include "planner/cost_model.h"
 #include "planner/model_profile.h"
 #include "sched/scheduler.h"
-#include "threading/membw.h"
 #include "threading/thread_pool.h"
 
 namespace shoal::dist {
@@ -35,42 +33,7 @@ constexpr int64_t kAcceptPollMs = 200;
 constexpr int64_t kRecvPollMs = 500;
 constexpr int64_t kConnectTimeoutMs = 10'000;
 
-double MatMulFlops(DType t, ThreadPool* pool) {
-  // [1024, 2048] weights x 8 tokens, best of 5: long enough to leave the noise (~2 ms), small
-  // enough (1.1 MiB of Q4_0) to run in any node's budget.
-  const int64_t rows = 1024, cols = 2048, tokens = 8;
-  std::vector<uint8_t> w(*RowBytes(t, cols) * rows, 0);
-  std::vector<float> x(static_cast<size_t>(tokens * cols), 0.5f), y(tokens * rows);
-  kernels::MatrixView mv{t, rows, cols, w.data(), *RowBytes(t, cols)};
-  kernels::MatMulScratch scratch;
-  double best = 1e9;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    kernels::MatMul(mv, x.data(), cols, tokens, y.data(), rows, pool, &scratch);
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return 2.0 * rows * cols * tokens / std::max(best, 1e-9);
-}
-
 }  // namespace
-
-planner::NodeInfo MeasureNode(const std::string& name, const std::string& address,
-                              uint64_t mem_limit, int n_threads) {
-  planner::NodeInfo n;
-  n.name = name;
-  n.address = address;
-  n.mem_limit = mem_limit;
-  n.n_threads = n_threads;
-  n.isa = kernels::SimdTargetName();
-  ThreadPool pool(n_threads);
-  // 3 arrays x 32 MiB: past any L3 here, and 96 MiB transient fits a 256 MiB node (freed
-  // before any weights load).
-  n.mem_bw = MeasureTriadBandwidth(pool, size_t{32} << 20);
-  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kF16})
-    n.matmul_flops.emplace_back(t, MatMulFlops(t, &pool));
-  return n;
-}
 
 struct NodeAgent::Impl {
   explicit Impl(net::ClusterKey k) : key(std::move(k)) {}
@@ -102,12 +65,25 @@ struct NodeAgent::Impl {
   bool stage_stop = false;  // guarded by mu: the compute thread ends (a new assignment)
   std::thread compute;
 
+  // Assignments load on a thread of their own while the link thread answers heartbeats (a node
+  // that loads is busy, not dead), one at a time (assign_mu). Each takes a ticket: a newer
+  // assignment, or the close of the link that sent it, makes an older one give up at its next
+  // step, and shuts down its dial of the downstream peer (`dialing`, guarded by mu), which a
+  // stopped peer would hold for the handshake timeout.
+  std::mutex assign_mu;
+  std::atomic<uint64_t> assign_ticket{0};
+  std::shared_ptr<net::Conn> dialing;
+
   void ServeLink(std::shared_ptr<net::Conn> conn);
-  Status HandleAssign(const Assignment& a, const std::shared_ptr<net::Conn>& from);
+  Status HandleAssign(const Assignment& a, const std::shared_ptr<net::Conn>& from,
+                      FrameQueue* inbox, uint64_t ticket);
+  // Error once a newer assignment has come (or the coordinator of this one left).
+  Status CheckTicket(const Assignment& a, uint64_t ticket) const;
+  void CancelDial();
   // Ends the stage's compute thread and downstream link; frees the layers unless keep_layers.
   void DropStage(bool keep_layers);
   // With the layers loaded: dials the downstream stage and starts the compute thread.
-  Status StartStage(const Assignment& a, const std::shared_ptr<net::Conn>& from);
+  Status StartStage(const Assignment& a, const std::shared_ptr<net::Conn>& from, uint64_t ticket);
   void ComputeLoop();
   Status RunWork(const net::Frame& f);
 };
@@ -188,6 +164,9 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
   join.type = net::MsgType::kControl;
   join.payload = EncodeJoin(planner::NodeInfoToJson(info));
   if (!conn->Send(join).ok()) return;
+  FrameQueue inbox;  // the coordinator's answers to this link's fetches
+  std::vector<std::thread> loaders;
+  std::atomic<uint64_t> loading{0};  // ticket of this link's assignment still loading; 0: none
   while (!stop) {
     auto f = conn->Recv(kRecvPollMs);
     if (!f.ok()) {
@@ -199,13 +178,25 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
     if (fr.type == net::MsgType::kControl) {
       auto type = ControlTypeOf(fr.payload);
       if (type.ok() && *type == ControlType::kAssign) {
+        const uint64_t ticket = ++assign_ticket;
+        CancelDial();  // an older assignment still dialing gives up: this one replaces it
+        loading = ticket;
         auto a = DecodeAssign(fr.payload);
-        Status s = a.ok() ? HandleAssign(*a, conn) : a.status();
-        if (!s.ok()) Log(LogLevel::kWarn, "assignment refused: {}", s.message());
-        net::Frame r;
-        r.type = net::MsgType::kControl;
-        r.payload = EncodeAssignResult(s.ok(), s.ok() ? "" : s.message());
-        if (!conn->Send(r).ok()) break;
+        if (a.ok())
+          Log(LogLevel::kInfo, "assignment of epoch {}: layers [{}, {}) of {}", a->epoch,
+              a->first_layer, a->last_layer, a->model_file);
+        loaders.emplace_back([this, conn, &inbox, &loading, ticket, a = std::move(a)] {
+          Status s = a.ok() ? HandleAssign(*a, conn, &inbox, ticket) : a.status();
+          uint64_t mine = ticket;
+          loading.compare_exchange_strong(mine, 0);
+          if (!s.ok()) Log(LogLevel::kWarn, "assignment refused: {}", s.message());
+          net::Frame r;
+          r.type = net::MsgType::kControl;
+          r.payload = EncodeAssignResult(s.ok(), s.ok() ? "" : s.message());
+          (void)conn->Send(r);  // a closed link: the coordinator has moved on
+        });
+      } else if (type.ok() && (*type == ControlType::kData || *type == ControlType::kFetchDone)) {
+        inbox.Push(std::move(fr));
       } else {
         Log(LogLevel::kWarn, "ignored control message: {}",
             type.ok() ? "unexpected type" : type.status().message());
@@ -215,7 +206,8 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
       work.push_back(std::move(fr));
       cv.notify_one();
     } else if (fr.type == net::MsgType::kHeartbeat) {
-      // Answered from the link thread, so a node busy with a long step still answers.
+      // Answered from the link thread, so a node busy with a long step or loading its
+      // assignment still answers.
       net::Frame pong;
       pong.type = net::MsgType::kHeartbeat;
       if (!conn->Send(pong).ok()) break;
@@ -223,7 +215,23 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
       break;
     }
   }
+  inbox.Close("the coordinator's link closed during the fetch");
+  // The coordinator of an assignment still loading has gone (it re-plans): give it up.
+  uint64_t t = loading.load();
+  if (t != 0 && assign_ticket.compare_exchange_strong(t, t + 1)) CancelDial();
+  for (std::thread& l : loaders) l.join();
   conn->Shutdown();
+}
+
+Status NodeAgent::Impl::CheckTicket(const Assignment& a, uint64_t ticket) const {
+  if (assign_ticket.load() == ticket) return Status::Ok();
+  return Errorf("assignment of epoch {} given up: a newer one came, or its coordinator left",
+                a.epoch);
+}
+
+void NodeAgent::Impl::CancelDial() {
+  std::lock_guard<std::mutex> lk(mu);
+  if (dialing) dialing->Shutdown();
 }
 
 void NodeAgent::Impl::DropStage(bool keep_layers) {
@@ -271,10 +279,15 @@ bool SameStage(const Assignment& a, const Assignment& b) {
 
 }  // namespace
 
-Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<net::Conn>& from) {
+Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<net::Conn>& from,
+                                     FrameQueue* inbox, uint64_t ticket) {
+  std::lock_guard<std::mutex> serial(assign_mu);
+  SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
   const bool keep = model && SameStage(assigned, a);
   DropStage(keep);
-  if (keep) return StartStage(a, from);
+  if (keep) return StartStage(a, from, ticket);
+  const FetchLink coordinator_link{from.get(),
+                                   [inbox](int64_t timeout_ms) { return inbox->Pop(timeout_ms); }};
   const std::string& f = a.model_file;
   if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
       f == "." || f == "..")
@@ -289,7 +302,7 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
         opts.cache_dir.empty() ? opts.model_dir + "/.shoal-cache" : opts.cache_dir;
     Log(LogLevel::kInfo, "no {} in {}: fetching this stage's tensors from the coordinator", f,
         opts.model_dir);
-    SHOAL_ASSIGN_OR_RETURN(path, EnsureCachedFile(a.manifest, cache, *from));
+    SHOAL_ASSIGN_OR_RETURN(path, EnsureCachedFile(a.manifest, cache, coordinator_link));
   }
   SHOAL_ASSIGN_OR_RETURN(auto gf, gguf::File::Open(path));
   SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(*gf));
@@ -308,9 +321,11 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
         VerifyStageTensors(*gf, a.manifest, a.first_layer, a.last_layer, prof.hp.n_layer));
   } else {
     gf.reset();  // the fetch writes into the file; map it again afterwards
-    SHOAL_RETURN_IF_ERROR(FetchStageTensors(a.manifest, path, a.first_layer, a.last_layer, *from));
+    SHOAL_RETURN_IF_ERROR(
+        FetchStageTensors(a.manifest, path, a.first_layer, a.last_layer, coordinator_link));
     SHOAL_ASSIGN_OR_RETURN(gf, gguf::File::Open(path));
   }
+  SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
   SHOAL_ASSIGN_OR_RETURN(auto mdl, Model::Load(*gf, LoadOptions{a.first_layer, a.last_layer}));
   // Recurrent-state slots (kimi-k3's KDA layers of this range): one per running sequence, then
   // the prefix-cache snapshots, the ids the coordinator's scheduler allots (Engine::Create's
@@ -329,6 +344,7 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
   auto pl = std::make_unique<ThreadPool>(opts.n_threads);
   // Take the whole planned memory now (see WarmUpStage), so RSS matches the plan from the start
   // and a node that cannot have it fails here rather than in the middle of a request.
+  SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
   SHOAL_RETURN_IF_ERROR(WarmUpStage(*mdl, store, sw.get(), pl.get(), a.config));
   {
     std::lock_guard<std::mutex> lk(mu);
@@ -339,18 +355,33 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
     pool = std::move(pl);
     assigned = a;
   }
-  return StartStage(a, from);
+  return StartStage(a, from, ticket);
 }
 
-Status NodeAgent::Impl::StartStage(const Assignment& a, const std::shared_ptr<net::Conn>& from) {
+Status NodeAgent::Impl::StartStage(const Assignment& a, const std::shared_ptr<net::Conn>& from,
+                                   uint64_t ticket) {
+  SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
   std::shared_ptr<net::Conn> down;
   if (!a.next_host.empty()) {
-    SHOAL_ASSIGN_OR_RETURN(
-        auto c, net::ConnectAuthenticated(a.next_host, a.next_port, key, kConnectTimeoutMs));
+    SHOAL_ASSIGN_OR_RETURN(auto c, net::Conn::Connect(a.next_host, a.next_port, kConnectTimeoutMs));
     down = std::shared_ptr<net::Conn>(std::move(c));
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      dialing = down;  // CancelDial shuts it down from here on
+    }
+    Status s = CheckTicket(a, ticket);  // a newer assignment came before it could see `dialing`
+    if (s.ok()) s = net::AuthenticateDialer(*down, key);
     // The downstream node greets every link with its node info; read and drop it.
-    auto j = down->Recv(kConnectTimeoutMs);
-    if (!j.ok() || !*j) return Errorf("downstream {}:{} did not greet", a.next_host, a.next_port);
+    if (s.ok()) {
+      auto j = down->Recv(kConnectTimeoutMs);
+      if (!j.ok() || !*j) s = Errorf("downstream {}:{} did not greet", a.next_host, a.next_port);
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      dialing.reset();
+    }
+    SHOAL_RETURN_IF_ERROR(s);
+    SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
   } else if (!model->is_last_stage()) {
     return Errorf("no downstream stage for layers [{}, {})", a.first_layer, a.last_layer);
   }

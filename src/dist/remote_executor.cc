@@ -1,6 +1,8 @@
 // Coordinator side of the pipeline.
 #include "dist/remote_executor.h"
 
+#include <thread>
+
 #include "dist/wire.h"
 #include "planner/model_profile.h"
 
@@ -11,6 +13,10 @@ namespace {
 // A step's result must come back within this long; 10 min covers a 2,048-token prefill of a
 // large model on a slow node, and a dead pipeline fails the step instead of hanging forever.
 constexpr int64_t kStepTimeoutMs = 600'000;
+// A node loading its assignment answers pings (a silent one is dead within dead_ms) and must
+// answer within this long: 10 min covers hashing and warming up a large model's stage on a slow
+// disk, and bounds a node that answers pings but never finishes.
+constexpr int64_t kAssignTimeoutMs = 600'000;
 
 // A node's address to dial: HOST:PORT with a real port.
 Result<std::pair<std::string, uint16_t>> NodeAddress(const std::string& s) {
@@ -78,16 +84,56 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
   return PlanCluster(std::move(links), opts, file);
 }
 
-Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
+namespace {
+
+// Fetches served while the assignment runs, one thread each (a stage asks for one fetch at a
+// time), so that the watching thread goes on reading answers and pinging while data flows.
+class Fetches {
+ public:
+  ~Fetches() { Join(); }
+  void Start(const gguf::File& file, net::Frame request, std::shared_ptr<net::Conn> conn,
+             const std::string& name) {
+    threads_.emplace_back([this, &file, request = std::move(request), conn, name] {
+      Status s = ServeFetch(file, file.path(), request.payload, *conn);
+      if (s.ok()) return;
+      std::lock_guard<std::mutex> lk(mu_);
+      if (error_.ok()) error_ = s.Annotate("sending tensors to node " + name);
+      conn->Shutdown();  // the node's fetch fails now instead of at its data timeout
+    });
+  }
+  Status Join() {
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+    std::lock_guard<std::mutex> lk(mu_);
+    return error_;
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  Status error_;
+};
+
+}  // namespace
+
+Status AssignLayers(Cluster& cl, const ClusterOptions& opts, std::vector<std::string>* lost) {
+  if (lost) lost->clear();
   // Every tensor's hash, which nodes check their copies against (reads the model once).
   if (cl.manifest.tensors.empty() && cl.file) {
     SHOAL_ASSIGN_OR_RETURN(cl.manifest, BuildManifest(*cl.file));
   }
+  if (!cl.watch) {
+    std::vector<std::string> names;
+    for (const planner::NodeInfo& n : cl.infos) names.push_back(n.name);
+    cl.watch = std::make_shared<LinkWatch>(cl.conns, std::move(names), opts.watch);
+  }
   // Every stage loads at once (a failover's recovery time is one load, not one per stage); a
   // stage dials its downstream peer after loading, and every node greets a link whether it is
-  // assigned yet or not. Answers are read last stage first, serving any fetch on the way.
+  // assigned yet or not.
+  std::vector<int32_t> stage_of(cl.conns.size(), -1);  // [node] -> stage
   for (size_t i = cl.plan.stages.size(); i-- > 0;) {
     const planner::Stage& st = cl.plan.stages[i];
+    stage_of[static_cast<size_t>(st.node)] = static_cast<int32_t>(i);
     Assignment a;
     a.epoch = cl.epoch;
     a.model_file = opts.model_file;
@@ -108,24 +154,40 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts) {
     f.payload = EncodeAssign(a);
     SHOAL_RETURN_IF_ERROR(cl.conns[static_cast<size_t>(st.node)]->Send(f));
   }
-  for (size_t i = cl.plan.stages.size(); i-- > 0;) {
-    const planner::Stage& st = cl.plan.stages[i];
-    net::Conn& c = *cl.conns[static_cast<size_t>(st.node)];
-    for (;;) {
-      SHOAL_ASSIGN_OR_RETURN(net::Frame r, RecvControl(c, kStepTimeoutMs, st.node_name));
-      SHOAL_ASSIGN_OR_RETURN(ControlType t, ControlTypeOf(r.payload));
-      if (t == ControlType::kFetch) {
-        if (!cl.file) return Errorf("node {} asked for model data: no model here", st.node_name);
-        SHOAL_RETURN_IF_ERROR(ServeFetch(*cl.file, cl.file->path(), r.payload, c)
-                                  .Annotate("sending tensors to node " + st.node_name));
-        continue;
-      }
-      if (Status s = DecodeAssignResult(r.payload); !s.ok())
-        return s.Annotate("node " + st.node_name);
+  // Answers in any order, serving fetches on the way; any link that dies or stays silent past
+  // dead_ms (LinkWatch) ends the wait.
+  Fetches fetches;
+  Status err;
+  for (size_t left = cl.plan.stages.size(); left > 0 && err.ok();) {
+    auto c = cl.watch->NextControl(kAssignTimeoutMs);
+    if (!c.ok()) {
+      err = c.status().Annotate("epoch " + std::to_string(cl.epoch) + " assignment");
+      const auto states = cl.watch->States();
+      for (size_t i = 0; i < states.size() && lost; ++i)
+        if (states[i].health == net::PeerHealth::kDead) lost->push_back(cl.infos[i].address);
       break;
     }
+    const int32_t stage = c->link < stage_of.size() ? stage_of[c->link] : -1;
+    const std::string& name = cl.infos[c->link].name;
+    auto t = ControlTypeOf(c->frame.payload);
+    if (stage < 0 || !t.ok()) {
+      err = Errorf("node {}: unexpected control message during the assignment", name);
+    } else if (*t == ControlType::kFetch) {
+      if (!cl.file) {
+        err = Errorf("node {} asked for model data: no model here", name);
+      } else {
+        fetches.Start(*cl.file, std::move(c->frame), cl.conns[c->link], name);
+      }
+    } else if (Status s = DecodeAssignResult(c->frame.payload); !s.ok()) {
+      err = s.Annotate("node " + name);
+    } else {
+      --left;
+    }
   }
-  return Status::Ok();
+  if (!err.ok()) cl.watch->Stop();  // a fetch blocked on a link returns
+  const Status fetched = fetches.Join();
+  if (!fetched.ok()) return fetched;  // the reason the node gave up, rather than its lost link
+  return err;
 }
 
 RemoteExecutor::RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd,
@@ -136,9 +198,13 @@ RemoteExecutor::RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd,
       micro_batches_(static_cast<int32_t>(std::max<size_t>(1, cluster_.plan.stages.size()))) {
   static const SteadyClock clock;  // outlives every StageStats, which may outlive this
   stats_ = std::make_shared<StageStats>(cluster_.plan.stages.size(), &clock);
-  std::vector<std::string> names;
-  for (const planner::NodeInfo& n : cluster_.infos) names.push_back(n.name);
-  watch_ = std::make_unique<LinkWatch>(cluster_.conns, std::move(names), watch);
+  watch_ = cluster_.watch;
+  if (!watch_) {
+    std::vector<std::string> names;
+    for (const planner::NodeInfo& n : cluster_.infos) names.push_back(n.name);
+    watch_ = std::make_shared<LinkWatch>(cluster_.conns, std::move(names), watch);
+    cluster_.watch = watch_;
+  }
 }
 
 RemoteExecutor::~RemoteExecutor() { watch_->Stop(); }

@@ -40,6 +40,9 @@ struct Cluster {
   uint32_t epoch = 1;                // plan epoch: every assignment and data frame carries it
   const gguf::File* file = nullptr;  // the coordinator's model (sent to nodes that lack it)
   ModelManifest manifest;            // its per-tensor hashes
+  // Watches every link from the assignment on (AssignLayers starts it; the RemoteExecutor
+  // keeps it), so a node that stops while it loads fails the assignment within dead_ms.
+  std::shared_ptr<LinkWatch> watch;
 };
 
 // One authenticated link and the node's reported info (with `override` applied).
@@ -60,8 +63,14 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
                                const net::ClusterKey& key);
 
 // Sends every node its assignment and waits until all have loaded (or one refuses); a node
-// that lacks the model file fetches its tensors meanwhile (ServeFetch).
-Status AssignLayers(Cluster& cluster, const ClusterOptions& opts);
+// that lacks the model file fetches its tensors meanwhile (ServeFetch). The links are watched
+// meanwhile (opts.watch, in cluster.watch): a node answers pings while it loads, so a node
+// silent for dead_ms (stopped, or its machine gone) fails the assignment, while a slow load
+// that keeps answering may take up to 10 minutes. *lost (when given) gets the addresses of the
+// nodes whose links died or went silent meanwhile (a re-plan without them may work at once);
+// it stays empty when a node refused its assignment.
+Status AssignLayers(Cluster& cluster, const ClusterOptions& opts,
+                    std::vector<std::string>* lost = nullptr);
 
 // Streams a step's batch through the stages: the batch is cut into micro-batches of whole
 // chunks (by default one per stage), all sent to stage 0 at once, so that stage s works on
@@ -70,7 +79,8 @@ Status AssignLayers(Cluster& cluster, const ClusterOptions& opts);
 // groups): each stage works in arrival order, so results return first in, first out.
 class RemoteExecutor final : public Executor {
  public:
-  // Watches every link from here on (link_watch.h): a dead node fails the step in flight.
+  // Watches every link from here on (link_watch.h; cluster.watch when AssignLayers started
+  // one, else a new one with `watch`): a dead node fails the step in flight.
   RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd, const WatchConfig& watch = {});
   ~RemoteExecutor() override;
   int64_t n_vocab() const override { return n_vocab_; }
@@ -97,7 +107,7 @@ class RemoteExecutor final : public Executor {
     std::vector<int64_t> rows;       // rows per micro-batch
   };
   Cluster cluster_;
-  std::unique_ptr<LinkWatch> watch_;
+  std::shared_ptr<LinkWatch> watch_;
   std::shared_ptr<StageStats> stats_;
   int64_t n_vocab_, n_embd_;
   int32_t micro_batches_ = 1;

@@ -142,7 +142,8 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
                      path == "/tokenize" || path == "/detokenize" || path == "/v1/models" ||
                      path == "/v1/cluster" || path == "/v1/cluster/drain" ||
-                     path == "/v1/cluster/join" || path.rfind("/v1/models/", 0) == 0;
+                     path == "/v1/cluster/join" || path == "/v1/cluster/rebalance" ||
+                     path.rfind("/v1/models/", 0) == 0;
   if (!known) {
     SendError(*ex, ApiError::NotFound(path));
     return;
@@ -164,20 +165,36 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   if (path == "/tokenize") return HandleTokenize(req, std::move(ex));
   if (path == "/detokenize") return HandleDetokenize(req, std::move(ex));
   if (path == "/v1/cluster") return HandleCluster(std::move(ex));
-  if (path == "/v1/cluster/drain" || path == "/v1/cluster/join") {
-    const bool join = path == "/v1/cluster/join";
-    const auto& fn = join ? model_.join : model_.drain;
-    if (!fn) return SendError(*ex, ApiError::BadRequest("this server is not a cluster"));
-    auto body = ParseJsonObject(req.body);
-    if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
-    auto node = GetString(*body, "node");
-    if (!node.ok() || !node->has_value())
-      return SendError(*ex, ApiError::BadRequest("'node' (a name or address) is required", "node"));
-    const Status s = fn(**node);
-    if (!s.ok()) return SendError(*ex, ApiError::BadRequest(s.message(), "node"));
-    return ex->Respond(200, kJson, DumpJson(Json{{join ? "joined" : "draining", **node}}));
-  }
+  if (path == "/v1/cluster/drain" || path == "/v1/cluster/join" || path == "/v1/cluster/rebalance")
+    return HandleMembership(path, req, std::move(ex));
   return HandleModels(req, std::move(ex));
+}
+
+void Server::HandleMembership(const std::string& path, const HttpRequest& req,
+                              std::shared_ptr<HttpExchange> ex) {
+  if (!model_.drain || !model_.join || !model_.rebalance)
+    return SendError(*ex, ApiError::BadRequest("this server is not a cluster"));
+  auto body = ParseJsonObject(req.body.empty() ? "{}" : req.body);
+  if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
+  if (path == "/v1/cluster/rebalance") {
+    if (Status s = model_.rebalance(); !s.ok())
+      return SendError(*ex, ApiError::BadRequest(s.message()));
+    return ex->Respond(200, kJson, DumpJson(Json{{"rebalancing", true}}));
+  }
+  auto node = GetString(*body, "node");
+  if (!node.ok() || !node->has_value())
+    return SendError(*ex, ApiError::BadRequest("'node' (a name or address) is required", "node"));
+  if (path == "/v1/cluster/drain") {
+    if (Status s = model_.drain(**node); !s.ok())
+      return SendError(*ex, ApiError::BadRequest(s.message(), "node"));
+    return ex->Respond(200, kJson, DumpJson(Json{{"draining", **node}}));
+  }
+  auto standby = GetBool(*body, "standby");
+  if (!standby.ok()) return SendError(*ex, ApiError::BadRequest(standby.status().message()));
+  const bool as_standby = standby->value_or(false);
+  if (Status s = model_.join(**node, as_standby); !s.ok())
+    return SendError(*ex, ApiError::BadRequest(s.message(), "node"));
+  return ex->Respond(200, kJson, DumpJson(Json{{"joined", **node}, {"standby", as_standby}}));
 }
 
 void Server::HandleModels(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {

@@ -42,8 +42,12 @@ struct ServedModel {
   std::function<nlohmann::json()> cluster_now;
   std::function<std::string()> extra_metrics;
   // POST /v1/cluster/drain {"node": NAME_OR_ADDRESS}: takes the node out (no request dropped).
-  // POST /v1/cluster/join {"node": HOST:PORT}: adds a standby.
-  std::function<Status(const std::string&)> drain, join;
+  // POST /v1/cluster/join {"node": HOST:PORT, "standby": false}: adds a node; the cluster
+  // rebalances onto it at the next step, or with "standby": true it waits as a spare.
+  // POST /v1/cluster/rebalance {}: re-plans over every live node at the next step.
+  std::function<Status(const std::string&)> drain;
+  std::function<Status(const std::string&, bool standby)> join;
+  std::function<Status()> rebalance;
 };
 
 class Server {
@@ -70,6 +74,9 @@ class Server {
   void HandleDetokenize(const HttpRequest& req, std::shared_ptr<HttpExchange> ex);
   void HandleModels(const HttpRequest& req, std::shared_ptr<HttpExchange> ex);
   void HandleCluster(std::shared_ptr<HttpExchange> ex);
+  // POST /v1/cluster/drain, /join and /rebalance.
+  void HandleMembership(const std::string& path, const HttpRequest& req,
+                        std::shared_ptr<HttpExchange> ex);
   void OnEvents(std::vector<LoopEvent> events);  // io thread
   void BeginDrain();
   void MaybeFinishDrain();
