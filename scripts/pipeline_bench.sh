@@ -14,7 +14,7 @@ bench() { "$SHOAL" bench serve --url "http://127.0.0.1:$1" --max-concurrency 16 
   --output-len 64 --num-prompts 32 --json 2>/dev/null | python3 -c "import json,sys; print('%.1f' % json.load(sys.stdin)['output_throughput'])"; }
 node() { "$SHOAL" node --listen 127.0.0.1:0 --model-dir "$(dirname "$MODEL")" --cluster-key-file "$W/key" \
   --no-measure -t 1 --name "$1" > "$W/$1.log" 2>&1 & PIDS+=($!)
-  for _ in $(seq 1 100); do p=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$W/$1.log" | grep -o '[0-9]*$' || true); [ -n "$p" ] && break; sleep 0.1; done
+  for _ in $(seq 1 100); do p=$(grep -so 'listening on 127.0.0.1:[0-9]*' "$W/$1.log" | grep -o '[0-9]*$' || true); [ -n "$p" ] && break; sleep 0.1; done
   echo "127.0.0.1:$p"; }
 for r in $(seq 1 "$REPEAT"); do
   "$SHOAL" serve -m "$MODEL" -t 2 "${FLAGS[@]}" > "$W/local.log" 2>&1 & sp=$!; PIDS+=($sp)

@@ -64,8 +64,12 @@ CPID=$!; PIDS+=($CPID)
 if wait_http "$TMP/up.log" $CPID; then
   ask "$TMP/got_up"
   curl -s "127.0.0.1:$PORT/metrics" > "$TMP/metrics"
+  sleep 0.3  # a few heartbeats after the last step, so the reported peaks are the final ones
   curl -s "127.0.0.1:$PORT/v1/cluster" > "$TMP/cluster.json"
   "$SHOAL" status --url "http://127.0.0.1:$PORT" > "$TMP/status" 2>&1
+  # Every node's peak RSS read from outside (/proc), by name, for the check below.
+  grep -o 'shoal cluster: node[0-9]* (pid [0-9]*)' "$TMP/up.log" | while read -r _ _ n _ p; do
+    echo "${n} $(awk '/VmHWM/ {print $2 * 1024}' "/proc/${p%)}/status")"; done > "$TMP/hwm"
 else
   echo "cluster up did not start:"; tail -20 "$TMP/up.log"
 fi
@@ -81,6 +85,19 @@ PY'
 check "/metrics: per-stage tokens/s and counters" 'grep -qE "^shoal_stage_tokens_per_second\{.*stage=\"2\".*\} [0-9.e+-]+$" "$TMP/metrics" && grep -q "^shoal_stage_busy_seconds_total" "$TMP/metrics" && grep -qE "^shoal_stage_tokens_total\{.*\} [1-9]" "$TMP/metrics"'
 check "/v1/cluster: busy_fraction and tokens_per_s per stage" \
   'python3 -c "import json,sys; c=json.load(open(\"$TMP/cluster.json\")); s=c[\"stages\"]; sys.exit(0 if len(s)==3 and all(0<x[\"busy_fraction\"]<=1 and x[\"tokens_per_s\"]>0 and x[\"tokens_total\"]>=96 for x in s) and c[\"load_window_s\"]==10 else 1)"'
+check "/v1/cluster: each stage's measured peak RSS (its heartbeat) is /proc's VmHWM within 2%, under its limit" \
+  'python3 - "$TMP/cluster.json" "$TMP/hwm" <<PY
+import json, sys
+c = json.load(open(sys.argv[1]))
+hwm = dict(l.split() for l in open(sys.argv[2]) if len(l.split()) == 2)
+ok = len(c["stages"]) == 3 and c["server_rss_bytes"] > 0
+for s in c["stages"]:
+    got, want = s["mem_peak_rss_bytes"], float(hwm.get(s["node"], 0))
+    ok = ok and 0 < s["mem_rss_bytes"] <= got <= s["mem_limit_bytes"] and abs(got / want - 1) < 0.02
+    print(s["node"], got, want, s["mem_predicted_bytes"])
+sys.exit(0 if ok else 1)
+PY'
+check "shoal status: RSS and peak columns" 'grep -q "RSS MiB" "$TMP/status" && grep -q "peak MiB" "$TMP/status"'
 check "shoal status: busy % and tok/s columns" 'grep -q "busy %" "$TMP/status" && [ $(grep -cE "^[0-2] +node[1-3] " "$TMP/status") -eq 3 ]'
 kill -TERM $CPID; wait $CPID; rc=$?
 check "SIGTERM: cluster up exits 0 and says stopped" '[ $rc -eq 0 ] && grep -q "shoal cluster: stopped" "$TMP/up.log"'

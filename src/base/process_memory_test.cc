@@ -10,7 +10,8 @@ namespace shoal {
 namespace {
 
 TEST(ProcessMemory, ParsesKilobyteFields) {
-  auto m = ParseProcStatus("Name:\tshoal\nVmPeak:\t  9999 kB\nVmHWM:\t    2048 kB\nVmRSS:\t 1024 kB\n");
+  auto m =
+      ParseProcStatus("Name:\tshoal\nVmPeak:\t  9999 kB\nVmHWM:\t    2048 kB\nVmRSS:\t 1024 kB\n");
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_EQ(m->rss_bytes, 1024u * 1024);
   EXPECT_EQ(m->peak_rss_bytes, 2048u * 1024);

@@ -9,10 +9,13 @@ nlohmann::json ClusterJson(const dist::FailoverStats& s) {
   nlohmann::json stages = nlohmann::json::array();
   for (size_t i = 0; i < s.plan.stages.size(); ++i) {
     const planner::Stage& st = s.plan.stages[i];
+    const ProcessMemory mem = i < s.stage_memory.size() ? s.stage_memory[i] : ProcessMemory{};
     stages.push_back({{"node", st.node_name},
                       {"address", i < s.stage_addresses.size() ? s.stage_addresses[i] : ""},
                       {"layers", {st.first_layer, st.last_layer}},
                       {"mem_predicted_bytes", st.mem.total()},
+                      {"mem_rss_bytes", mem.rss_bytes},
+                      {"mem_peak_rss_bytes", mem.peak_rss_bytes},
                       {"mem_limit_bytes", st.mem_limit},
                       {"decode_ms_per_token", st.time.decode_s * 1e3}});
   }

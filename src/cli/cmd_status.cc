@@ -34,23 +34,30 @@ int RunStatus(const StatusArgs& a) {
               static_cast<long long>(j.value("requests_waiting", 0)),
               100.0 * j.value("kv_cache_usage", 0.0),
               static_cast<long long>(j.value("generation_tokens_total", 0)));
+  if (j.contains("server_rss_bytes"))
+    std::printf("server process: RSS %.1f MiB, peak %.1f MiB\n",
+                j.value("server_rss_bytes", 0.0) / 1048576.0,
+                j.value("server_peak_rss_bytes", 0.0) / 1048576.0);
   if (j.contains("stages") && j["stages"].is_array()) {
     std::printf("links %s; predicted %.1f tokens/s single stream, %.1f full pipeline\n",
                 j.value("link_dtype", "?").c_str(), j.value("predicted_decode_tokens_per_s", 0.0),
                 j.value("predicted_throughput_tokens_per_s", 0.0));
-    std::printf("%-6s %-16s %-22s %-10s %10s %10s %7s %9s\n", "stage", "node", "address", "layers",
-                "mem MiB", "limit MiB", "busy %", "tok/s");
+    std::printf("%-6s %-16s %-22s %-10s %9s %9s %9s %9s %7s %9s\n", "stage", "node", "address",
+                "layers", "plan MiB", "RSS MiB", "peak MiB", "limit MiB", "busy %", "tok/s");
     int i = 0;
     for (const auto& s : j["stages"]) {
       const auto layers = s.value("layers", nlohmann::json::array({0, 0}));
       const std::string range = "[" + std::to_string(layers[0].get<int>()) + ", " +
                                 std::to_string(layers[1].get<int>()) + ")";
-      std::printf("%-6d %-16s %-22s %-10s %10.1f %10.1f %7.1f %9.1f\n", i++,
+      std::printf("%-6d %-16s %-22s %-10s %9.1f %9.1f %9.1f %9.1f %7.1f %9.1f\n", i++,
                   s.value("node", "?").c_str(), s.value("address", "?").c_str(), range.c_str(),
                   s.value("mem_predicted_bytes", 0.0) / 1048576.0,
+                  s.value("mem_rss_bytes", 0.0) / 1048576.0,
+                  s.value("mem_peak_rss_bytes", 0.0) / 1048576.0,
                   s.value("mem_limit_bytes", 0.0) / 1048576.0,
                   100.0 * s.value("busy_fraction", 0.0), s.value("tokens_per_s", 0.0));
     }
+    std::printf("(RSS and peak: measured by each node, from its last heartbeat answer)\n");
     if (j.contains("load_window_s"))
       std::printf("(busy %% and tok/s: measured over the last %d s)\n",
                   j.value("load_window_s", 0));

@@ -422,7 +422,14 @@ FailoverStats FailoverExecutor::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
   FailoverStats out = stats_;
   std::vector<net::HeartbeatMonitor::PeerState> states;
-  if (inner_) states = inner_->LinkStates();
+  if (inner_) {
+    states = inner_->LinkStates();
+    const std::vector<ProcessMemory> mem = inner_->LinkMemory();  // [node of the plan]
+    for (const planner::Stage& st : stats_.plan.stages)
+      out.stage_memory.push_back(st.node >= 0 && static_cast<size_t>(st.node) < mem.size()
+                                     ? mem[static_cast<size_t>(st.node)]
+                                     : ProcessMemory{});
+  }
   for (size_t i = 0; i < active_.size(); ++i) {
     MemberState m;
     m.address = active_[i];

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/process_memory.h"
 #include "dist/remote_executor.h"
 
 namespace shoal::dist {
@@ -59,6 +60,8 @@ struct FailoverStats {
   std::vector<MemberState> members;
   planner::Plan plan;                        // the current plan
   std::vector<std::string> stage_addresses;  // [stage]
+  // [stage]: the node's RSS and peak RSS from its last heartbeat answer (zeros before one).
+  std::vector<ProcessMemory> stage_memory;
 };
 
 class FailoverExecutor final : public Executor {

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "base/log.h"
+#include "dist/wire.h"
 
 namespace shoal::dist {
 
@@ -46,7 +47,8 @@ LinkWatch::LinkWatch(std::vector<std::shared_ptr<net::Conn>> conns, std::vector<
       names_(std::move(names)),
       config_(config),
       monitor_(std::move(*net::HeartbeatMonitor::Create(&clock_, MonitorConfig(config)))),
-      results_(conns_.size()) {
+      results_(conns_.size()),
+      memory_(conns_.size()) {
   names_.resize(conns_.size());
   for (size_t i = 0; i < conns_.size(); ++i) monitor_.Add(std::to_string(i));
   for (size_t i = 0; i < conns_.size(); ++i) threads_.emplace_back([this, i] { Serve(i); });
@@ -95,6 +97,10 @@ void LinkWatch::Serve(size_t i) {
           std::lock_guard<std::mutex> lk(mu_);
           controls_.push_back({i, std::move(**f)});
           cv_.notify_all();
+        } else if ((*f)->type == net::MsgType::kHeartbeat) {
+          auto mem = DecodeHeartbeatReply((*f)->payload);  // an empty answer carries none
+          std::lock_guard<std::mutex> lk(mu_);
+          if (mem.ok()) memory_[i] = *mem;
         }
       }
     }
@@ -140,6 +146,11 @@ Result<LinkWatch::Control> LinkWatch::NextControl(int64_t timeout_ms) {
   Control c = std::move(controls_.front());
   controls_.pop_front();
   return c;
+}
+
+std::vector<ProcessMemory> LinkWatch::Memory() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return memory_;
 }
 
 std::vector<net::HeartbeatMonitor::PeerState> LinkWatch::States() const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/process_memory.h"
 #include "base/status.h"
 #include "net/conn.h"
 #include "net/heartbeat.h"
@@ -58,6 +59,9 @@ class LinkWatch {
   Result<Control> NextControl(int64_t timeout_ms);
   // Every link's health now, in link order (peer = its name).
   std::vector<net::HeartbeatMonitor::PeerState> States() const;
+  // Every node's memory as its last heartbeat answer reported it, in link order (zeros until
+  // one arrives).
+  std::vector<ProcessMemory> Memory() const;
   // Why the first dead link is dead; "" while all live.
   std::string DeadReason() const;
   // Shuts every link down and joins the threads (idempotent).
@@ -81,6 +85,7 @@ class LinkWatch {
   std::condition_variable cv_;
   std::vector<std::deque<net::Frame>> results_;  // [link], guarded by mu_
   std::deque<Control> controls_;                 // guarded by mu_
+  std::vector<ProcessMemory> memory_;            // [link], guarded by mu_
   std::string dead_;                             // guarded by mu_
   bool stop_ = false;                            // guarded by mu_
   std::vector<std::thread> threads_;

@@ -99,6 +99,8 @@ class RemoteExecutor final : public Executor {
   const Cluster& cluster() const { return cluster_; }
   // Health of every node link now, in node order.
   std::vector<net::HeartbeatMonitor::PeerState> LinkStates() const { return watch_->States(); }
+  // Each stage's node memory from its last heartbeat answer, in stage order.
+  std::vector<ProcessMemory> LinkMemory() const { return watch_->Memory(); }
 
  private:
   struct Pending {

@@ -130,6 +130,24 @@ Status DecodeAssignResult(std::span<const uint8_t> payload) {
   return Status::Ok();
 }
 
+std::vector<uint8_t> EncodeHeartbeatReply(const ProcessMemory& m) {
+  std::vector<uint8_t> out;
+  ByteWriter w(&out);
+  w.U64(m.rss_bytes);
+  w.U64(m.peak_rss_bytes);
+  return out;
+}
+
+Result<ProcessMemory> DecodeHeartbeatReply(std::span<const uint8_t> payload) {
+  if (payload.size() != 16)
+    return Errorf("heartbeat answer of {} bytes, want 16 (RSS, peak RSS)", payload.size());
+  ByteReader r(payload);
+  ProcessMemory m;
+  SHOAL_RETURN_IF_ERROR(r.U64(&m.rss_bytes, "rss"));
+  SHOAL_RETURN_IF_ERROR(r.U64(&m.peak_rss_bytes, "peak rss"));
+  return m;
+}
+
 Status EncodeStepWork(const StepWork& w, planner::LinkDType link, int64_t n_embd,
                       std::vector<uint8_t>* out) {
   ByteWriter b(out);

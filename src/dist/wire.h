@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/process_memory.h"
 #include "base/status.h"
 #include "dist/model_transfer.h"
 #include "model/batch.h"
@@ -47,6 +48,12 @@ Result<std::string> DecodeJoin(std::span<const uint8_t> payload);
 Result<Assignment> DecodeAssign(std::span<const uint8_t> payload);
 // ok=false carries the node's reason in `message`.
 Status DecodeAssignResult(std::span<const uint8_t> payload);
+
+// A node's answer to a heartbeat carries its measured memory: u64 RSS, u64 peak RSS (bytes).
+// An empty answer (a node that cannot read its memory) decodes as an error, and so does any
+// other size.
+std::vector<uint8_t> EncodeHeartbeatReply(const ProcessMemory& m);
+Result<ProcessMemory> DecodeHeartbeatReply(std::span<const uint8_t> payload);
 
 // One micro-batch travelling down the pipeline: the block copies to apply first, the batch
 // layout (with the tokens on the way into stage 0), and the hidden rows between stages.

@@ -43,6 +43,19 @@ TEST(Wire, StepWorkRoundTripWithStateSlotsAndPlanes) {
   EXPECT_TRUE(got.hidden == w.hidden);  // f32 links: bit-identical, every plane
 }
 
+TEST(Wire, HeartbeatReplyCarriesMemory) {
+  const ProcessMemory m{uint64_t{3} << 32 | 7, uint64_t{5} << 33};
+  const std::vector<uint8_t> p = EncodeHeartbeatReply(m);
+  ASSERT_EQ(p.size(), 16u);
+  EXPECT_EQ(p[0], 7);  // little-endian on the wire
+  auto back = DecodeHeartbeatReply(p);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->rss_bytes, m.rss_bytes);
+  EXPECT_EQ(back->peak_rss_bytes, m.peak_rss_bytes);
+  EXPECT_FALSE(DecodeHeartbeatReply({}).ok());  // an empty answer carries no figures
+  EXPECT_FALSE(DecodeHeartbeatReply(std::span<const uint8_t>(p).first(15)).ok());
+}
+
 TEST(Wire, HiddenRowsMustBeWholePlanes) {
   StepWork w = Sample(2);
   w.hidden.resize(w.hidden.size() - kEmbd);  // 7 rows for a batch of 4

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "base/log.h"
+#include "base/process_memory.h"
 
 namespace shoal::server {
 
@@ -225,6 +226,11 @@ void Server::HandleCluster(std::shared_ptr<HttpExchange> ex) {
   c["kv_cache_usage"] = es.kv_usage;
   c["generation_tokens_total"] = es.generation_tokens_total;
   c["uptime_s"] = UnixNow() - created_;
+  // This process (the whole model when local, the coordinator over --nodes), measured now.
+  if (auto mem = ReadProcessMemory(); mem.ok()) {
+    c["server_rss_bytes"] = mem->rss_bytes;
+    c["server_peak_rss_bytes"] = mem->peak_rss_bytes;
+  }
   if (model_.stage_metrics && c.contains("stages") && c["stages"].is_array()) {
     const std::vector<StageMetrics> sm = model_.stage_metrics();
     for (size_t i = 0; i < sm.size() && i < c["stages"].size(); ++i) {
