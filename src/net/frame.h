@@ -20,7 +20,10 @@ namespace shoal::net {
 //   offset 12 u64 request id, offset 20 u32 plan epoch, offset 24 u64 step
 //   then the payload.
 inline constexpr uint32_t kFrameMagic = 0x464E4853;  // "SHNF" in wire order
-inline constexpr uint8_t kProtocolVersion = 1;
+// 2: state slots, hidden planes and state copies in step work (kimi-k3 over stages), heartbeat
+// answers with the node's memory, fetches answered while the node loads on its own thread.
+// Peers of another version are refused at the first frame, with both versions in the reason.
+inline constexpr uint8_t kProtocolVersion = 2;
 inline constexpr size_t kBaseHeaderSize = 12;
 inline constexpr size_t kDataHeaderSize = 20;
 inline constexpr size_t kMaxHeaderSize = kBaseHeaderSize + kDataHeaderSize;
