@@ -78,6 +78,25 @@ host_of() { cat "$TMP/$1.host" 2>/dev/null || echo 127.0.0.1; }
 ns_of() { if [ $NETNS = 1 ]; then echo "shoal${1}_$$"; fi; }
 link_of() { echo "$HUB $1 $(ns_of "$1") eth0"; }  # a node's link: the hub's end, the node's end
 
+NET_KINDS="partition5 loss5"
+ALL_KINDS="kill1 kill2 kill_standby stop3 stop_dead restart drain all_lost"
+# Random trials draw from this list: all_lost (every stream stalls until a node returns) is
+# half as likely as each other kind.
+WEIGHTED="kill1 kill1 kill2 kill2 kill_standby kill_standby stop3 stop3 stop_dead stop_dead restart restart drain drain all_lost"
+if [ $NETNS = 1 ]; then
+  # Before all_lost, after which one node serves alone: a partition of a middle stage leaves
+  # late frames in flight to a stage of the next plan, which must drop them.
+  ALL_KINDS="${ALL_KINDS% all_lost} $NET_KINDS all_lost"
+  WEIGHTED="$WEIGHTED partition5 partition5 loss5 loss5"
+fi
+KINDS=${CHAOS_KINDS:-$ALL_KINDS}  # e.g. CHAOS_KINDS="kill1 stop3"
+if [ $NETNS = 0 ]; then
+  k=""
+  for x in $KINDS; do case " $NET_KINDS " in *" $x "*) echo "left out $x: $NET_WHY" ;; *) k="$k $x" ;; esac; done
+  KINDS=${k# }
+  [ -n "$KINDS" ] || { echo "SKIP: no trial kind left to run"; exit 77; }
+fi
+
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/key"
 chmod 600 "$TMP/key"
 mkdir -p "$TMP/models"
@@ -154,24 +173,6 @@ restore() {  # every node running and not stopped again (a killed one restarts o
   done
 }
 
-NET_KINDS="partition5 loss5"
-ALL_KINDS="kill1 kill2 kill_standby stop3 stop_dead restart drain all_lost"
-# Random trials draw from this list: all_lost (every stream stalls until a node returns) is
-# half as likely as each other kind.
-WEIGHTED="kill1 kill1 kill2 kill2 kill_standby kill_standby stop3 stop3 stop_dead stop_dead restart restart drain drain all_lost"
-if [ $NETNS = 1 ]; then
-  # Before all_lost, after which one node serves alone: a partition of a middle stage leaves
-  # late frames in flight to a stage of the next plan, which must drop them.
-  ALL_KINDS="${ALL_KINDS% all_lost} $NET_KINDS all_lost"
-  WEIGHTED="$WEIGHTED partition5 partition5 loss5 loss5"
-fi
-KINDS=${CHAOS_KINDS:-$ALL_KINDS}  # e.g. CHAOS_KINDS="kill1 stop3"
-if [ $NETNS = 0 ]; then
-  k=""
-  for x in $KINDS; do case " $NET_KINDS " in *" $x "*) echo "left out $x: $NET_WHY" ;; *) k="$k $x" ;; esac; done
-  KINDS=${k# }
-  [ -n "$KINDS" ] || { echo "SKIP: no trial kind left to run"; exit 77; }
-fi
 trial() {
   local kind=$1 i=$2 victims="" t_fault r=$RANDOM v note="" fo0 st0
   rm -f "$TMP/started"
@@ -190,7 +191,7 @@ trial() {
   case $kind in
     kill1|kill2|kill_standby) for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")" || true; done ;;
     drain) for v in $victims; do "${HX[@]}" "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || extra="drain $v failed"; done ;;
-    restart) for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")" || true; wait "$(cat "$TMP/$v.pid")" 2>/dev/null || true; start_node "$v" "$(cat "$TMP/$v.port")" > /dev/null; done ;;
+    restart) for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")" || true; wait "$(cat "$TMP/$v.pid")" 2>/dev/null || true; start_node "$v" "$(cat "$TMP/$v.port")" > /dev/null || extra="$v did not restart"; done ;;
     partition5)
       for v in $victims; do link_cut $(link_of "$v"); done
       sleep $PART_S
@@ -205,10 +206,10 @@ trial() {
         note="$note$v's link: $(link_counts $(link_of "$v")) in $(python3 -c "import time; print(f'{time.time() - $t_fault:.1f}')") s; "
         link_heal $(link_of "$v"); link_unshape $(link_of "$v")
       done ;;
-    stop3) for v in $victims; do kill -STOP "$(cat "$TMP/$v.pid")"; done; sleep 3; for v in $victims; do kill -CONT "$(cat "$TMP/$v.pid")"; done ;;
-    stop_dead) for v in $victims; do kill -STOP "$(cat "$TMP/$v.pid")"; done; sleep $((DEAD_MS / 1000 + 1)); for v in $victims; do kill -CONT "$(cat "$TMP/$v.pid")"; done ;;
+    stop3) for v in $victims; do kill -STOP "$(cat "$TMP/$v.pid")" || true; done; sleep 3; for v in $victims; do kill -CONT "$(cat "$TMP/$v.pid")" || true; done ;;
+    stop_dead) for v in $victims; do kill -STOP "$(cat "$TMP/$v.pid")" || true; done; sleep $((DEAD_MS / 1000 + 1)); for v in $victims; do kill -CONT "$(cat "$TMP/$v.pid")" || true; done ;;
     all_lost)
-      for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")"; done
+      for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")" || true; done
       # New requests get 503 with the reason while the streams in flight wait.
       local code=""
       for _ in $(seq 1 100); do
@@ -217,7 +218,7 @@ trial() {
       done
       [ "$code" = 503 ] && grep -q "cannot serve yet" "$TMP/503.json" || extra="new request got $code, not 503 with the reason ($(head -c 200 "$TMP/503.json"))"
       sleep 1
-      start_node n3 "$(cat "$TMP/n3.port")" > /dev/null ;;
+      start_node n3 "$(cat "$TMP/n3.port")" > /dev/null || extra="n3 did not restart" ;;
   esac
   wait $cp || extra="the client exited with status $?"
   if [ $kind = partition5 ]; then
