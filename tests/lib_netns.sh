@@ -22,6 +22,7 @@ netns_probe() {
   done
   local ns=shoalprobe$$ err
   if ! err=$(ip netns add $ns 2>&1); then NETNS_WHY="ip netns add not permitted: $err"; return 0; fi
+  NETNS_MADE+=($ns)  # so netns_cleanup removes it if the caller stops before the end of this
   if ! err=$(ip -n $ns link add p0 type veth peer name p1 2>&1); then
     ip netns del $ns; NETNS_WHY="no veth pairs: $err"; return 0
   fi
@@ -39,6 +40,7 @@ EOF
   if err=$(ip netns exec $ns tc qdisc add dev p0 root tbf rate 1gbit burst 16kb latency 10ms 2>&1); then TBF=1
   else TBF_WHY="the kernel lacks sch_tbf (tc: ${err//$'\n'/ })"; fi
   ip netns del $ns
+  NETNS_MADE=(${NETNS_MADE[@]/$ns})
   NETNS_OK=1
 }
 
@@ -152,6 +154,8 @@ link_shape() {
     # unnecessary); latency 10 ms bounds the queue at 1.25 MB + burst, far above the few KB of
     # activations a step sends, so the shaper only delays, never drops.
     local tbf="tbf rate $rate burst 16kb latency 10ms"
+    # netem: limit 10000 packets, above what a 1 Gbit/s link holds in 20 ms (2.5 MB, 1,700
+    # full frames; netem's default of 1000 would drop the excess).
     if [ -n "$delay" ] && [ "$NETEM" = 1 ]; then
       ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: netem delay "$delay" limit 10000
       [ -n "$rate" ] && [ "$TBF" = 1 ] && ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: $tbf
