@@ -33,7 +33,8 @@ test-asan: deps
 	ninja -C $(BUILD)-asan -j$(JOBS) gguf_test
 	cd $(BUILD)-asan && ctest --output-on-failure -R '^gguf_test$$'
 
-# Randomized failover trials against a loopback cluster (tests/chaos_test.sh, docs/CLUSTER.md).
+# Randomized failover trials against a local cluster (tests/chaos_test.sh, docs/CLUSTER.md); as
+# root with nftables its nodes sit in network namespaces and partitions and loss join the mix.
 CHAOS_TRIALS ?= 100
 chaos: build
 	tests/chaos_test.sh $(SHOAL) $(CHAOS_TRIALS)

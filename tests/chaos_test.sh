@@ -3,43 +3,117 @@
 # a standby behind `shoal serve`, streaming greedy and seeded-sampling requests while nodes are
 # killed (-9, one or two at once, the standby), stopped (SIGSTOP 3 s: the grace period; 5 s:
 # past --dead-ms), restarted with the same identity during recovery, drained (`shoal node
-# drain`, then joined back), or all lost (503 until a node comes back). Every trial checks that every request completes with exactly the chunks of
-# an undisturbed run (no token lost, duplicated or changed) and records the recovery time
-# (fault to the next chunk).
+# drain`, then joined back), or all lost (503 until a node comes back). Every trial checks
+# that every request completes with exactly the chunks of an undisturbed run (no token lost,
+# duplicated or changed) and records the recovery time (fault to the next chunk).
 #   chaos_test.sh SHOAL            one trial of each kind (ctest, label e2e)
 #   chaos_test.sh SHOAL N          N trials of random kinds (make chaos, CHAOS_TRIALS=N)
-set -u
+# Where network namespaces and nftables can be used (root; tests/lib_netns.sh), every node runs
+# in a namespace of its own, listening on its end of a veth pair (a /30 each) to the hub
+# namespace of the coordinator and the clients, which routes between the nodes; two kinds then
+# join the mix: partition5 (everything one stage's link carries is dropped for 5 s, then healed)
+# and loss5 (5% random loss on one stage's link while the streams run, at most 10 s, plus 100 ms
+# of netem delay each way where the kernel has sch_netem). Elsewhere (or with CHAOS_NETNS=0)
+# the nodes are on loopback and the suite says why the netns kinds are left out.
+set -euo pipefail
 SHOAL=$1 TRIALS=${2:-0}
 DIR=$(cd "$(dirname "$0")" && pwd)
+source "$DIR/lib_netns.sh"
 TMP=$(mktemp -d)
 SEED=${CHAOS_SEED:-$$}
 RANDOM=$SEED
 N_REQ=4 MAX_TOK=${CHAOS_MAX_TOKENS:-400}
 DEAD_MS=${CHAOS_DEAD_MS:-4000}  # 4 s: a 3 s SIGSTOP stays within the grace period
+PART_S=5     # partition5: the link is cut this long (past DEAD_MS, so the stage is evicted)
+LOSS_PCT=5   # loss5: random loss on the link, each way...
+LOSS_MAX_S=10  # ...while the streams run, at most this long (with netem's 100 ms each way a
+               # stream of 400 tokens would take 400 x 0.2 s = 80 s)
 fails=0
 PIDS=()
 cleanup() {
-  for f in "$TMP"/*.pid; do [ -f "$f" ] && kill -CONT "$(cat "$f")" 2>/dev/null && kill -9 "$(cat "$f")" 2>/dev/null; done
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  local f p
+  exec 2> /dev/null  # not the shell's "Killed" notice of every node
+  for f in "$TMP"/*.pid; do
+    [ -f "$f" ] || continue
+    kill -CONT "$(cat "$f")" 2>/dev/null || true
+    kill -9 "$(cat "$f")" 2>/dev/null || true
+  done
+  for p in ${PIDS[@]+"${PIDS[@]}"}; do kill -9 "$p" 2>/dev/null || true; done
+  netns_cleanup
   if [ -n "${KEEP_TMP:-}" ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 echo "chaos seed $SEED (CHAOS_SEED=$SEED repeats this run)"
+NAMES="n1 n2 n3 n4 n5"
+
+# The topology. HX runs a command in the hub (coordinator, clients, CLI); empty on loopback.
+NETNS=0 HX=() HUB=""
+if [ "${CHAOS_NETNS:-1}" = 0 ]; then
+  NET_WHY="CHAOS_NETNS=0"
+else
+  netns_probe
+  if [ "$NETNS_OK" = 1 ]; then NETNS=1; else NET_WHY=$NETNS_WHY; fi
+fi
+if [ $NETNS = 1 ]; then
+  HUB=shoalH$$
+  netns_add $HUB
+  ip netns exec $HUB sysctl -qw net.ipv4.ip_forward=1  # node to node (stage links) via the hub
+  HX=(ip netns exec $HUB)
+  k=0
+  for n in $NAMES; do
+    k=$((k + 1))
+    netns_add "shoal${n}_$$"
+    netns_link $HUB "$n" "10.202.$k.1/30" "shoal${n}_$$" eth0 "10.202.$k.2/30"
+    link_gso 1 $HUB "$n" "shoal${n}_$$" eth0  # a 5% drop is 5% of wire packets (lib_netns.sh)
+    ip -n "shoal${n}_$$" route add default via "10.202.$k.1"
+    echo "10.202.$k.2" > "$TMP/$n.host"
+  done
+  echo "topology: 5 nodes in network namespaces of their own, each a veth pair (10.202.K.0/30) to the coordinator's hub"
+  [ "$NETEM" = 1 ] || echo "loss5: the 200 ms round trip is not emulated ($NETEM_WHY); the 5% loss is (nftables)"
+else
+  echo "topology: loopback; partition5 and loss5 left out: $NET_WHY"
+fi
+host_of() { cat "$TMP/$1.host" 2>/dev/null || echo 127.0.0.1; }
+ns_of() { if [ $NETNS = 1 ]; then echo "shoal${1}_$$"; fi; }
+link_of() { echo "$HUB $1 $(ns_of "$1") eth0"; }  # a node's link: the hub's end, the node's end
+
+NET_KINDS="partition5 loss5"
+ALL_KINDS="kill1 kill2 kill_standby stop3 stop_dead restart drain stop_assign join_rebalance all_lost"
+# Random trials draw from this list: all_lost (every stream stalls until a node returns) is
+# half as likely as each other kind.
+WEIGHTED="kill1 kill1 kill2 kill2 kill_standby kill_standby stop3 stop3 stop_dead stop_dead restart restart drain drain stop_assign stop_assign join_rebalance join_rebalance all_lost"
+if [ $NETNS = 1 ]; then
+  # Before all_lost, after which one node serves alone: a partition of a middle stage leaves
+  # late frames in flight to a stage of the next plan, which must drop them.
+  ALL_KINDS="${ALL_KINDS% all_lost} $NET_KINDS all_lost"
+  WEIGHTED="$WEIGHTED partition5 partition5 loss5 loss5"
+fi
+KINDS=${CHAOS_KINDS:-$ALL_KINDS}  # e.g. CHAOS_KINDS="kill1 stop3"
+if [ $NETNS = 0 ]; then
+  k=""
+  for x in $KINDS; do case " $NET_KINDS " in *" $x "*) echo "left out $x: $NET_WHY" ;; *) k="$k $x" ;; esac; done
+  KINDS=${k# }
+  [ -n "$KINDS" ] || { echo "SKIP: no trial kind left to run"; exit 77; }
+fi
 
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/key"
 chmod 600 "$TMP/key"
 mkdir -p "$TMP/models"
 "$SHOAL" synth --preset tiny --layers 8 --type q8_0 --seed 5 -o "$TMP/models/m.gguf" > /dev/null 2>&1
 
-# start_node NAME [PORT]: starts (or restarts, on the same port) node NAME; sets its port file.
+# start_node NAME [PORT]: starts (or restarts, on the same port) node NAME, in its namespace
+# if it has one; sets its port file. Debug logging shows the frames of an older epoch it drops.
 start_node() {
-  local name=$1 port=${2:-0}
-  "$SHOAL" node --listen "127.0.0.1:$port" --model-dir "$TMP/models" --cluster-key-file "$TMP/key" \
+  local name=$1 port=${2:-0} host ns
+  host=$(host_of "$name") ns=$(ns_of "$name")
+  SHOAL_LOG_LEVEL=debug ${ns:+ip netns exec "$ns"} "$SHOAL" node --listen "$host:$port" \
+    --model-dir "$TMP/models" --cluster-key-file "$TMP/key" \
     --no-measure -t 1 --name "$name" >> "$TMP/$name.log" 2>&1 &
   echo $! > "$TMP/$name.pid"
   for _ in $(seq 1 200); do
     local p
-    p=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$TMP/$name.log" | tail -1 | grep -o '[0-9]*$')
+    p=$(grep -o "listening on $host:[0-9]*" "$TMP/$name.log" | tail -1 | grep -o '[0-9]*$') || true
     if [ -n "$p" ] && { [ "$port" = 0 ] || [ "$(grep -c 'listening on' "$TMP/$name.log")" -gt "$(cat "$TMP/$name.starts" 2>/dev/null || echo 0)" ]; }; then
       echo "$p" > "$TMP/$name.port"
       grep -c 'listening on' "$TMP/$name.log" > "$TMP/$name.starts"
@@ -49,25 +123,24 @@ start_node() {
   done
   echo "node $name did not start"; tail -3 "$TMP/$name.log"; return 1
 }
-NAMES="n1 n2 n3 n4 n5"
 for n in $NAMES; do start_node "$n" || exit 1; done
-addr() { echo "127.0.0.1:$(cat "$TMP/$1.port")"; }
-name_of() { for n in $NAMES; do [ "$(addr "$n")" = "$1" ] && echo "$n"; done; }
+addr() { echo "$(host_of "$1"):$(cat "$TMP/$1.port")"; }
+name_of() { local n; for n in $NAMES; do if [ "$(addr "$n")" = "$1" ]; then echo "$n"; fi; done; }
 alive() { kill -0 "$(cat "$TMP/$1.pid")" 2>/dev/null; }
 
-"$SHOAL" serve -m "$TMP/models/m.gguf" --port 0 --max-num-seqs 8 --max-model-len 512 -t 1 \
+"${HX[@]}" "$SHOAL" serve -m "$TMP/models/m.gguf" --port 0 --max-num-seqs 8 --max-model-len 512 -t 1 \
   --cluster-key-file "$TMP/key" --nodes "$(addr n1),$(addr n2),$(addr n3),$(addr n4)" \
   --standby "$(addr n5)" --link-dtype f32 --suspect-ms 500 --dead-ms $DEAD_MS > "$TMP/serve.log" 2>&1 &
 SPID=$!; PIDS+=($SPID); PORT=""
 for _ in $(seq 1 300); do
-  PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/serve.log" | grep -o '[0-9]*$')
-  [ -n "$PORT" ] && curl -s "127.0.0.1:$PORT/health" | grep -q ok && break
+  PORT=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$TMP/serve.log" | grep -o '[0-9]*$') || true
+  [ -n "$PORT" ] && "${HX[@]}" curl -s "127.0.0.1:$PORT/health" | grep -q ok && break
   kill -0 $SPID 2>/dev/null || break
   PORT=""; sleep 0.05
 done
 [ -n "$PORT" ] || { echo "server did not start"; tail -20 "$TMP/serve.log"; exit 1; }
 
-python3 "$DIR/chaos_client.py" "$PORT" "$TMP/ref.json" $N_REQ $MAX_TOK
+"${HX[@]}" python3 "$DIR/chaos_client.py" "$PORT" "$TMP/ref.json" $N_REQ $MAX_TOK
 python3 - "$TMP/ref.json" $MAX_TOK <<'PY' || { echo "reference run failed"; exit 1; }
 import json, sys
 rs = json.load(open(sys.argv[1]))["requests"]
@@ -76,29 +149,29 @@ PY
 ref_s=$(python3 -c "import json; r=json.load(open('$TMP/ref.json'))['requests']; print('%.2f' % (max(x['times'][-1] for x in r) - min(x['times'][0] for x in r)))")
 echo "undisturbed run: $N_REQ streams of $MAX_TOK tokens in ${ref_s} s"
 
-cluster() { curl -s -m 5 "127.0.0.1:$PORT/v1/cluster"; }
+cluster() { "${HX[@]}" curl -s -m 5 "127.0.0.1:$PORT/v1/cluster" || echo '{}'; }
 # Nodes by role now: stages (alive), standbys (whose process runs).
 stages() { cluster | python3 -c "import json,sys; [print(n['address']) for n in json.load(sys.stdin).get('nodes',[]) if n['role'].startswith('stage')]" | while read -r a; do name_of "$a"; done; }
-standbys() { cluster | python3 -c "import json,sys; [print(n['address']) for n in json.load(sys.stdin).get('nodes',[]) if n['role'] in ('standby','spare')]" | while read -r a; do n=$(name_of "$a"); [ -n "$n" ] && alive "$n" && echo "$n"; done; }
+standbys() { cluster | python3 -c "import json,sys; [print(n['address']) for n in json.load(sys.stdin).get('nodes',[]) if n['role'] in ('standby','spare')]" | while read -r a; do n=$(name_of "$a"); if [ -n "$n" ] && alive "$n"; then echo "$n"; fi; done; }
+# role_of NAME: "ROLE (STATE)" in /v1/cluster now.
+role_of() { cluster | python3 -c "import json,sys; [print(n['role'], '(' + n['state'] + ')') for n in json.load(sys.stdin).get('nodes',[]) if n['address'] == sys.argv[1]]" "$(addr "$1")"; }
+failovers() {
+  { "${HX[@]}" curl -s -m 5 "127.0.0.1:$PORT/metrics" || true; } |
+    awk '$1 == "shoal_failovers_total" {n = $2} END {print n + 0}'
+}
+# Late frames of an older epoch the nodes dropped so far (their debug log).
+stale_frames() { cat "$TMP"/n?.log | grep -c 'dropped a frame of epoch' || true; }
 # pick SEED N: N random lines of stdin (the seed comes from the caller: $RANDOM in a pipeline
 # runs in a subshell and would repeat).
 pick() { python3 -c "import random,sys; l=sys.stdin.read().split(); random.seed($1); print(' '.join(random.sample(l, min($2, len(l)))))"; }
 
 restore() {  # every node running and not stopped again (a killed one restarts on its port)
+  local n
   for n in $NAMES; do
-    kill -CONT "$(cat "$TMP/$n.pid")" 2>/dev/null
-    alive "$n" || start_node "$n" "$(cat "$TMP/$n.port")" > /dev/null
+    kill -CONT "$(cat "$TMP/$n.pid")" 2>/dev/null || true
+    alive "$n" || start_node "$n" "$(cat "$TMP/$n.port")" > /dev/null || echo "restart of $n failed"
   done
 }
-
-ALL_KINDS="kill1 kill2 kill_standby stop3 stop_dead restart drain all_lost"
-# Random trials draw from this list: all_lost (every stream stalls until a node returns) is
-# half as likely as each other kind.
-WEIGHTED="kill1 kill1 kill2 kill2 kill_standby kill_standby stop3 stop3 stop_dead stop_dead restart restart drain drain all_lost"
-# Membership trials (fault_stop_assign, fault_join_rebalance below), as likely as the others.
-ALL_KINDS="$ALL_KINDS stop_assign join_rebalance"
-WEIGHTED="$WEIGHTED stop_assign stop_assign join_rebalance join_rebalance"
-KINDS=${CHAOS_KINDS:-$ALL_KINDS}  # e.g. CHAOS_KINDS="kill1 stop3"
 
 # stop_assign: kill -9 a stage and SIGSTOP the node that gets its layers (the first live
 # standby, else a survivor) as soon as the coordinator sends the new plan: the coordinator must
@@ -112,10 +185,10 @@ fault_stop_assign() {
   target=$(standbys | head -1)
   [ -n "$target" ] || target=$(stages | grep -vx "$dead" | pick $r 1)
   victims="$dead $target"
-  plans=$(grep -c "plan of epoch" "$TMP/serve.log")
-  silent=$(grep -c "assignment: node .*silent" "$TMP/serve.log")
+  plans=$(grep -c "plan of epoch" "$TMP/serve.log" || true)
+  silent=$(grep -c "assignment: node .*silent" "$TMP/serve.log" || true)
   kill -9 "$(cat "$TMP/$dead.pid")"
-  for _ in $(seq 1 2000); do [ "$(grep -c "plan of epoch" "$TMP/serve.log")" -gt "$plans" ] && break; sleep 0.005; done
+  for _ in $(seq 1 2000); do [ "$(grep -c "plan of epoch" "$TMP/serve.log" || true)" -gt "$plans" ] && break; sleep 0.005; done
   kill -STOP "$(cat "$TMP/$target.pid")"
   sleep $((DEAD_MS / 1000 + 3))
   # Still stopped: a newer plan must serve, without it.
@@ -123,7 +196,7 @@ fault_stop_assign() {
   stages | grep -qx "$target" && extra="$target still holds layers while stopped"
   cluster | grep -q '"unavailable"' && extra="unavailable while $target is stopped"
   kill -CONT "$(cat "$TMP/$target.pid")"
-  t=$(grep -c "assignment: node .*silent" "$TMP/serve.log")
+  t=$(grep -c "assignment: node .*silent" "$TMP/serve.log" || true)
   if [ "$t" -gt "$silent" ]; then echo "$target" >> "$TMP/stopped_loading"; fi
 }
 
@@ -135,22 +208,23 @@ fault_join_rebalance() {
   v=$(standbys | pick $r 1)
   if [ -z "$v" ]; then
     v=$(stages | pick $r 1)
-    "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || { extra="drain $v failed"; return; }
+    "${HX[@]}" "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || { extra="drain $v failed"; return; }
     for _ in $(seq 1 500); do stages | grep -qx "$v" || break; sleep 0.02; done
   fi
   victims=$v
-  "$SHOAL" node join "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || { extra="join $v failed"; return; }
+  "${HX[@]}" "$SHOAL" node join "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || { extra="join $v failed"; return; }
   for _ in $(seq 1 500); do stages | grep -qx "$v" && return; sleep 0.02; done
   extra="$v holds no layers 10 s after joining"
 }
 trial() {
-  local kind=$1 i=$2 victims="" t_fault r=$RANDOM
+  local kind=$1 i=$2 victims="" t_fault r=$RANDOM v note="" fo0 st0
   rm -f "$TMP/started"
-  python3 "$DIR/chaos_client.py" "$PORT" "$TMP/t$i.json" $N_REQ $MAX_TOK "$TMP/started" &
+  fo0=$(failovers) st0=$(stale_frames)
+  "${HX[@]}" python3 "$DIR/chaos_client.py" "$PORT" "$TMP/t$i.json" $N_REQ $MAX_TOK "$TMP/started" &
   local cp=$!
   for _ in $(seq 1 1500); do [ -f "$TMP/started" ] && break; sleep 0.02; done
   case $kind in
-    kill1|restart|stop3|stop_dead|drain) victims=$(stages | pick $r 1) ;;
+    kill1|restart|stop3|stop_dead|drain|partition5|loss5) victims=$(stages | pick $r 1) ;;
     kill2) victims=$(stages | pick $r 2) ;;
     kill_standby) victims=$(standbys | pick $r 1) ;;
     all_lost) victims=$NAMES ;;
@@ -159,29 +233,66 @@ trial() {
   t_fault=$(date +%s.%N)
   local extra=""
   case $kind in
-    kill1|kill2|kill_standby) for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")"; done ;;
-    drain) for v in $victims; do "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || extra="drain $v failed"; done ;;
-    restart) for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")"; wait "$(cat "$TMP/$v.pid")" 2>/dev/null; start_node "$v" "$(cat "$TMP/$v.port")" > /dev/null; done ;;
-    stop3) for v in $victims; do kill -STOP "$(cat "$TMP/$v.pid")"; done; sleep 3; for v in $victims; do kill -CONT "$(cat "$TMP/$v.pid")"; done ;;
-    stop_dead) for v in $victims; do kill -STOP "$(cat "$TMP/$v.pid")"; done; sleep $((DEAD_MS / 1000 + 1)); for v in $victims; do kill -CONT "$(cat "$TMP/$v.pid")"; done ;;
+    kill1|kill2|kill_standby) for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")" || true; done ;;
+    drain) for v in $victims; do "${HX[@]}" "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || extra="drain $v failed"; done ;;
+    restart) for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")" || true; wait "$(cat "$TMP/$v.pid")" 2>/dev/null || true; start_node "$v" "$(cat "$TMP/$v.port")" > /dev/null || extra="$v did not restart"; done ;;
+    partition5)
+      for v in $victims; do link_cut $(link_of "$v"); done
+      sleep $PART_S
+      for v in $victims; do note="$note$v's link: $(link_counts $(link_of "$v")) in ${PART_S} s; "; link_heal $(link_of "$v"); done ;;
+    loss5)
+      for v in $victims; do
+        link_loss $LOSS_PCT $(link_of "$v")
+        if [ "$NETEM" = 1 ]; then link_shape "" 100ms $(link_of "$v"); fi
+      done
+      for _ in $(seq 1 $((LOSS_MAX_S * 20))); do kill -0 $cp 2>/dev/null || break; sleep 0.05; done
+      for v in $victims; do
+        note="$note$v's link: $(link_counts $(link_of "$v")) in $(python3 -c "import time; print(f'{time.time() - $t_fault:.1f}')") s; "
+        link_heal $(link_of "$v"); link_unshape $(link_of "$v")
+      done ;;
+    stop3) for v in $victims; do kill -STOP "$(cat "$TMP/$v.pid")" || true; done; sleep 3; for v in $victims; do kill -CONT "$(cat "$TMP/$v.pid")" || true; done ;;
+    stop_dead) for v in $victims; do kill -STOP "$(cat "$TMP/$v.pid")" || true; done; sleep $((DEAD_MS / 1000 + 1)); for v in $victims; do kill -CONT "$(cat "$TMP/$v.pid")" || true; done ;;
     all_lost)
-      for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")"; done
+      for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")" || true; done
       # New requests get 503 with the reason while the streams in flight wait.
       local code=""
       for _ in $(seq 1 100); do
-        code=$(curl -s -o "$TMP/503.json" -w '%{http_code}' -m 5 "127.0.0.1:$PORT/v1/completions" -d '{"prompt":"x","max_tokens":1}')
+        code=$("${HX[@]}" curl -s -o "$TMP/503.json" -w '%{http_code}' -m 5 "127.0.0.1:$PORT/v1/completions" -d '{"prompt":"x","max_tokens":1}') || true
         [ "$code" = 503 ] && break; sleep 0.05
       done
       [ "$code" = 503 ] && grep -q "cannot serve yet" "$TMP/503.json" || extra="new request got $code, not 503 with the reason ($(head -c 200 "$TMP/503.json"))"
       sleep 1
-      start_node n3 "$(cat "$TMP/n3.port")" > /dev/null ;;
+      start_node n3 "$(cat "$TMP/n3.port")" > /dev/null || extra="n3 did not restart" ;;
     stop_assign) fault_stop_assign ;;
     join_rebalance) fault_join_rebalance ;;
   esac
-  wait $cp
-  if [ $kind = drain ]; then  # the drained node joins again, as a standby
-    for v in $victims; do "$SHOAL" node join --standby "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || extra="join $v failed"; done
+  wait $cp || extra="the client exited with status $?"
+  if [ $kind = partition5 ]; then
+    # What the healed link still delivers: the victim's peers retransmit what the partition
+    # held, on TCP's backed-off timer (0.2, 0.4, ... 3.2 s after 5 s of silence), so the
+    # victim's late frames reach the next stage (which must drop them) within ~3.2 s of the
+    # heal; wait 4 s from it, so they count in this trial.
+    sleep "$(python3 -c "import time; print(max(0.0, $t_fault + $PART_S + 4 - time.time()))")"
   fi
+  if [ $kind = drain ]; then  # the drained node joins again, as a standby
+    for v in $victims; do "${HX[@]}" "$SHOAL" node join --standby "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || extra="join $v failed"; done
+  fi
+  # Failovers the trial caused, late frames dropped, and for the network kinds what became of
+  # the victim once its link was whole again (it must live on, as a standby, and harm nothing).
+  local dfo=$(( $(failovers) - fo0 )) dst=$(( $(stale_frames) - st0 ))
+  case $kind in
+    partition5|loss5)
+      for v in $victims; do
+        alive "$v" || extra="$v died under $kind"
+        note="${note}failovers +$dfo, $v now $(role_of "$v")"
+      done
+      echo "$kind $dfo" >> "$TMP/netfaults"
+      # Silent past DEAD_MS, the stage must have been evicted.
+      if [ $kind = partition5 ] && [ $((PART_S * 1000)) -gt "$DEAD_MS" ] && [ $dfo -lt 1 ]; then
+        extra="the ${PART_S} s partition of $victims caused no failover (--dead-ms $DEAD_MS)"
+      fi ;;
+  esac
+  [ $dst -gt 0 ] && note="${note:+$note; }$dst late frame(s) of an older epoch dropped by the nodes"
   restore
   local verdict
   verdict=$(python3 - "$TMP/ref.json" "$TMP/t$i.json" "$t_fault" <<'PY'
@@ -212,8 +323,10 @@ PY
   local v=${verdict%%|*} rest=${verdict#*|}
   local rec=${rest%%|*} mid=${rest#*|}
   printf '%-4s trial %3d %-13s victims %-8s recovery %6.3f s%s\n' "${v%% *}" "$i" "$kind" "$(echo $victims | tr ' ' ',')" "$rec" "$([ "$mid" = 1 ] || echo ' (fault after the streams ended)')"
+  [ -n "$note" ] && echo "     $note"
   [ "$v" = ok ] || { echo "     $v"; fails=$((fails+1)); }
   [ "$mid" = 1 ] && echo "$kind $rec" >> "$TMP/recoveries"
+  return 0
 }
 
 i=0
@@ -228,15 +341,22 @@ else
   done
 fi
 n=$i
-echo "metrics:"; curl -s "127.0.0.1:$PORT/metrics" | grep -E '^shoal_(cluster_epoch|failovers_total|replayed_tokens_total|recovery_seconds_max|cluster_available) '
-"$SHOAL" status --url "http://127.0.0.1:$PORT" | tail -8
-python3 - "$TMP/recoveries" "$n" "$fails" <<'PY'
+echo "metrics:"; "${HX[@]}" curl -s "127.0.0.1:$PORT/metrics" | grep -E '^shoal_(cluster_epoch|failovers_total|replayed_tokens_total|recovery_seconds_max|cluster_available) ' || true
+"${HX[@]}" "$SHOAL" status --url "http://127.0.0.1:$PORT" | tail -8 || true
+python3 - "$TMP/recoveries" "$n" "$fails" "$TMP/netfaults" <<'PY'
 import sys, statistics
-try:
-    rows = [l.split() for l in open(sys.argv[1])]
-except FileNotFoundError:
-    rows = []
+def rows_of(path):
+    try:
+        return [l.split() for l in open(path)]
+    except FileNotFoundError:
+        return []
+rows = rows_of(sys.argv[1])
 print(f"chaos: {sys.argv[2]} trials, {sys.argv[3]} failed")
+for k, what in (("partition5", "with a failover (the partition detected)"),
+                ("loss5", "with a failover (a false death: the link only lost packets)")):
+    fo = [int(r[1]) for r in rows_of(sys.argv[4]) if r[0] == k]
+    if fo:
+        print(f"  {k}: {len(fo)} trials, {sum(1 for x in fo if x > 0)} {what}")
 def show(name, xs):
     xs = sorted(xs)
     if not xs: return
@@ -246,7 +366,7 @@ show("(all kinds)", [float(r[1]) for r in rows])
 for k in sorted(set(r[0] for r in rows)):
     show(k, [float(r[1]) for r in rows if r[0] == k])
 PY
-n_sa=$(grep -c '^stop_assign ' "$TMP/recoveries" 2>/dev/null)
+n_sa=$(grep -c '^stop_assign ' "$TMP/recoveries" 2>/dev/null || true)
 [ "${n_sa:-0}" -gt 0 ] && echo "stop_assign: $(cat "$TMP/stopped_loading" 2>/dev/null | wc -l) of $n_sa stops landed while the node was loading its assignment"
-kill -TERM $SPID 2>/dev/null
+kill -TERM $SPID 2>/dev/null || true
 [ $fails -eq 0 ]
