@@ -182,7 +182,7 @@ fault_stop_assign() {
   local r=$RANDOM dead target plans silent t e0
   e0=$(epoch_now)
   dead=$(stages | pick $r 1)
-  target=$(standbys | head -1)
+  target=$(standbys | sed -n 1p)  # reads all its input: head would SIGPIPE the pipeline
   [ -n "$target" ] || target=$(stages | grep -vx "$dead" | pick $r 1)
   victims="$dead $target"
   plans=$(grep -c "plan of epoch" "$TMP/serve.log" || true)
@@ -193,8 +193,8 @@ fault_stop_assign() {
   sleep $((DEAD_MS / 1000 + 3))
   # Still stopped: a newer plan must serve, without it.
   [ "$(epoch_now)" -gt "$e0" ] || extra="no new plan served while $target is stopped"
-  stages | grep -qx "$target" && extra="$target still holds layers while stopped"
-  cluster | grep -q '"unavailable"' && extra="unavailable while $target is stopped"
+  stages | grep -x "$target" > /dev/null && extra="$target still holds layers while stopped"
+  cluster | grep '"unavailable"' > /dev/null && extra="unavailable while $target is stopped"
   kill -CONT "$(cat "$TMP/$target.pid")"
   t=$(grep -c "assignment: node .*silent" "$TMP/serve.log" || true)
   if [ "$t" -gt "$silent" ]; then echo "$target" >> "$TMP/stopped_loading"; fi
@@ -209,11 +209,11 @@ fault_join_rebalance() {
   if [ -z "$v" ]; then
     v=$(stages | pick $r 1)
     "${HX[@]}" "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || { extra="drain $v failed"; return; }
-    for _ in $(seq 1 500); do stages | grep -qx "$v" || break; sleep 0.02; done
+    for _ in $(seq 1 500); do stages | grep -x "$v" > /dev/null || break; sleep 0.02; done
   fi
   victims=$v
   "${HX[@]}" "$SHOAL" node join "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || { extra="join $v failed"; return; }
-  for _ in $(seq 1 500); do stages | grep -qx "$v" && return; sleep 0.02; done
+  for _ in $(seq 1 500); do stages | grep -x "$v" > /dev/null && return; sleep 0.02; done
   extra="$v holds no layers 10 s after joining"
 }
 trial() {
