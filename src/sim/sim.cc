@@ -39,27 +39,25 @@ bool WaitOk(const sg4::ActivityPtr& a, double expected_s) {
 }
 
 // Runs one micro-batch of `decode` + `prefill` tokens (`sampled` of them produce logits)
-// through the replica's stages. A stage's compute is FIFO when `fifo` holds its mutexes (a node
-// has one compute thread). False when an activity failed (host off) or the epoch moved.
+// through the replica's stages. Each stage computes in arrival order behind its mutex in `fifo`
+// (a node has one compute thread). False when an activity failed (host off) or the epoch moved.
 bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, int32_t decode, int32_t prefill,
-                   int32_t sampled, const std::vector<sg4::MutexPtr>* fifo) {
+                   int32_t sampled, const std::vector<sg4::MutexPtr>& fifo) {
   for (size_t i = 0; i < s->stages.size(); ++i) {
     const planner::StepCost c = s->Cost(i, decode, prefill);
     sg4::Host* host = s->hosts[static_cast<size_t>(rep->primary[i])];
     if (!host->is_on() || rep->epoch != epoch) return false;
-    if (fifo) {
-      (*fifo)[i]->lock();  // the host may have gone off while this waited for its turn
-      if (!host->is_on() || rep->epoch != epoch) {
-        (*fifo)[i]->unlock();
-        return false;
-      }
+    fifo[i]->lock();  // the host may have gone off while this waited for its turn
+    if (!host->is_on() || rep->epoch != epoch) {
+      fifo[i]->unlock();
+      return false;
     }
     sg4::ExecPtr ex = sg4::this_actor::exec_init(c.busy_s * kHostSpeed);
     ex->set_host(host);
     ex->start();
     ++s->report.activities;
     const bool ok = WaitOk(ex, c.busy_s);
-    if (fifo) (*fifo)[i]->unlock();
+    fifo[i]->unlock();
     if (!ok || rep->epoch != epoch) return false;
     if (rep->index == 0) s->report.stage_util[i] += c.busy_s;
     const bool last = i + 1 == s->stages.size();
@@ -98,7 +96,7 @@ bool Finished(const State* s, double now) {
 // The replica's lanes share its stages' FIFOs (a node has one compute thread): lanes that
 // start together queue at stage 0 and then follow each other down the pipeline, where shared
 // CPUs would keep them in lock step, every stage 1/lanes as fast, and nothing overlapping.
-void LaneLoop(State* s, Lane* L, const std::vector<sg4::MutexPtr>* fifo) {
+void LaneLoop(State* s, Lane* L, const std::vector<sg4::MutexPtr>& fifo) {
   Replica* rep = L->rep;
   while (true) {
     const double now = sg4::Engine::get_clock();
@@ -137,9 +135,8 @@ void LaneLoop(State* s, Lane* L, const std::vector<sg4::MutexPtr>* fifo) {
 // One step in flight per replica (dist::RemoteExecutor): every lane's batch is one micro-batch
 // of the step, all enter stage 0 together, each stage computes them in arrival order, and the
 // step ends when the last one's logits are back; then the coordinator's per-step overhead.
-void ReplicaLoop(State* s, Replica* rep, std::vector<Lane*> lanes) {
-  std::vector<sg4::MutexPtr> fifo;
-  for (size_t i = 0; i < s->stages.size(); ++i) fifo.push_back(sg4::Mutex::create());
+void ReplicaLoop(State* s, Replica* rep, std::vector<Lane*> lanes,
+                 const std::vector<sg4::MutexPtr>& fifo) {
   std::vector<StepPlan> plans(lanes.size());
   while (true) {
     const double now = sg4::Engine::get_clock();
@@ -172,7 +169,7 @@ void ReplicaLoop(State* s, Replica* rep, std::vector<Lane*> lanes) {
       if (plans[k].chunks.empty()) continue;
       const Counts n = CountPlan(plans[k]);
       mbs.push_back(sg4::Actor::create("mb", s->coordinator, [=, &fifo] {
-        if (!RunMicroBatch(s, rep, epoch, n.decode, n.prefill, n.sampled, &fifo)) *ok = false;
+        if (!RunMicroBatch(s, rep, epoch, n.decode, n.prefill, n.sampled, fifo)) *ok = false;
       }));
     }
     if (mbs.empty()) {
@@ -225,20 +222,24 @@ Result<SimReport> RunSim(const planner::ModelProfile& model, const planner::Devi
     sg4::Engine e(&argc, argv);
     SHOAL_RETURN_IF_ERROR(BuildPlatform(&s));
     s.AssignHosts();
-    std::map<const Replica*, std::vector<sg4::MutexPtr>> fifos;  // outlives the actors
+    // Per replica, one FIFO mutex per stage, shared by every actor that runs micro-batches on
+    // it (outlives the actors).
+    std::map<const Replica*, std::vector<sg4::MutexPtr>> fifos;
+    for (Replica& r : s.replicas)
+      for (size_t i = 0; i < s.stages.size(); ++i) fifos[&r].push_back(sg4::Mutex::create());
     if (s.plan.groups > 1) {
-      for (Replica& r : s.replicas)
-        for (size_t i = 0; i < s.stages.size(); ++i) fifos[&r].push_back(sg4::Mutex::create());
       for (Lane& L : s.lanes) {
         const std::vector<sg4::MutexPtr>* f = &fifos[L.rep];
-        sg4::Actor::create("lane", s.coordinator, [&s, &L, f] { LaneLoop(&s, &L, f); });
+        sg4::Actor::create("lane", s.coordinator, [&s, &L, f] { LaneLoop(&s, &L, *f); });
       }
     } else {
       for (Replica& r : s.replicas) {
         std::vector<Lane*> mine;
         for (Lane& L : s.lanes)
           if (L.rep == &r) mine.push_back(&L);
-        sg4::Actor::create("replica", s.coordinator, [&s, &r, mine] { ReplicaLoop(&s, &r, mine); });
+        const std::vector<sg4::MutexPtr>* f = &fifos[&r];
+        sg4::Actor::create("replica", s.coordinator,
+                           [&s, &r, mine, f] { ReplicaLoop(&s, &r, mine, *f); });
       }
     }
     sg4::Actor::create("failures", s.coordinator, [&s] { FailureLoop(&s); });
