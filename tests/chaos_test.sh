@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Chaos suite (docs/CLUSTER.md, "Failover"): a loopback cluster of 4 `shoal node` stages and
+# Chaos suite (docs/CLUSTER.md, "Failover"): a local cluster of 4 `shoal node` stages and
 # a standby behind `shoal serve`, streaming greedy and seeded-sampling requests while nodes are
 # killed (-9, one or two at once, the standby), stopped (SIGSTOP 3 s: the grace period; 5 s:
 # past --dead-ms), restarted with the same identity during recovery, drained (`shoal node
-# drain`, then joined back), or all lost (503 until a node comes back). Every trial checks
+# drain`, then joined back), or all lost (503 until a node comes back); a node is stopped while
+# it loads a new plan (stop_assign), or a standby joins and the pipeline rebalances onto it
+# (join_rebalance). Every trial checks
 # that every request completes with exactly the chunks of an undisturbed run (no token lost,
 # duplicated or changed) and records the recovery time (fault to the next chunk).
 #   chaos_test.sh SHOAL            one trial of each kind (ctest, label e2e)

@@ -110,30 +110,30 @@ void AddNodeCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--cluster-key-file", a->key_file, "Shared cluster key file (>= 16 bytes)");
   cmd->add_option("--name", a->name, "Node name in plans and logs (default HOST:PORT)");
   cmd->add_flag("--no-measure", a->no_measure, "Skip the bandwidth/matmul probe at start");
+  // The membership subcommands ask a serving coordinator (--url) to change its nodes.
+  auto coordinator_call = [runner](CLI::App* sub, const std::shared_ptr<DrainArgs>& args) {
+    sub->add_option("--url", args->url, "The coordinator's base URL")->capture_default_str();
+    sub->add_option("--api-key", args->api_key, "API key of the server");
+    sub->callback([args, runner] { *runner = [args] { return RunDrain(*args); }; });
+  };
   // `shoal node drain NODE --url URL`: the coordinator re-plans without NODE (no request lost).
   auto d = std::make_shared<DrainArgs>();
   CLI::App* drain = cmd->add_subcommand("drain", "Take a node out of a serving cluster");
   drain->add_option("node", d->node, "Node name or HOST:PORT")->required();
-  drain->add_option("--url", d->url, "The coordinator's base URL")->capture_default_str();
-  drain->add_option("--api-key", d->api_key, "API key of the server");
-  drain->callback([d, runner] { *runner = [d] { return RunDrain(*d); }; });
+  coordinator_call(drain, d);
   auto j = std::make_shared<DrainArgs>();
   j->op = DrainArgs::Op::kJoin;
   CLI::App* join = cmd->add_subcommand(
       "join", "Add a running node to a serving cluster (it takes layers at the next step)");
   join->add_option("node", j->node, "The node's HOST:PORT")->required();
-  join->add_option("--url", j->url, "The coordinator's base URL")->capture_default_str();
-  join->add_option("--api-key", j->api_key, "API key of the server");
   join->add_flag("--standby", j->standby,
                  "Wait as a spare (take a failed node's place) instead of rebalancing onto it");
-  join->callback([j, runner] { *runner = [j] { return RunDrain(*j); }; });
+  coordinator_call(join, j);
   auto rb = std::make_shared<DrainArgs>();
   rb->op = DrainArgs::Op::kRebalance;
   CLI::App* rebalance = cmd->add_subcommand(
       "rebalance", "Re-plan a serving cluster over every live node, standbys included");
-  rebalance->add_option("--url", rb->url, "The coordinator's base URL")->capture_default_str();
-  rebalance->add_option("--api-key", rb->api_key, "API key of the server");
-  rebalance->callback([rb, runner] { *runner = [rb] { return RunDrain(*rb); }; });
+  coordinator_call(rebalance, rb);
   cmd->callback([a, runner, drain, join, rebalance] {
     if (drain->parsed() || join->parsed() || rebalance->parsed()) return;
     *runner = [a] { return RunNode(*a); };
