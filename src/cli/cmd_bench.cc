@@ -76,12 +76,15 @@ struct BenchArgs {
   // llama-bench's -mmp: 1 maps the file; 0 (default) reads it into transparent huge pages, which
   // decoded 1b Q4_K_M at 39.0 vs 35.5 tok/s (medians of 3 alternating pairs, 2 threads).
   int mmap = 0;
+  int repack = 1;  // LoadOptions::pretile
 };
 
 int Bench(const BenchArgs& a) {
   auto f = gguf::File::Open(a.model, a.mmap ? MapMode::kMap : MapMode::kReadHuge);
   if (!f.ok()) return Fail(f.status());
-  auto model = Model::Load(**f, LoadOptions{});
+  LoadOptions lo;
+  lo.pretile = a.repack != 0;
+  auto model = Model::Load(**f, lo);
   if (!model.ok()) return Fail(model.status());
   auto kv = ParseKvType(a.kv_type);
   if (!kv.ok()) return Fail(kv.status());
@@ -211,6 +214,11 @@ void AddBenchCommand(CLI::App& app, Runner* runner) {
   cmd->add_flag("--no-warmup", a->no_warmup, "Skip the untimed warm-up run of each test");
   cmd->add_option("--mmap,--mmp", a->mmap,
                   "1: mmap the model; 0: read it into transparent huge pages (fewer TLB misses)")
+      ->check(CLI::IsMember({0, 1}))
+      ->capture_default_str();
+  cmd->add_option("--repack", a->repack,
+                  "1: lay out Q4_0 matrices for the tiled kernels at load (held twice with "
+                  "--mmap 0); 0: keep them as in the file")
       ->check(CLI::IsMember({0, 1}))
       ->capture_default_str();
   cmd->require_subcommand(0, 1);

@@ -21,6 +21,12 @@ double MatMulFlops(DType t, ThreadPool* pool) {
   std::vector<uint8_t> w(*RowBytes(t, cols) * rows, 0);
   std::vector<float> x(static_cast<size_t>(tokens * cols), 0.5f), y(tokens * rows);
   kernels::MatrixView mv{t, rows, cols, w.data(), *RowBytes(t, cols)};
+  // As the model holds it (LoadOptions::pretile lays out Q4_0 matrices for the tiled kernels).
+  std::vector<uint8_t> tiled;
+  if (kernels::CanPretile(mv)) {
+    tiled.resize(w.size());
+    mv = kernels::Pretile(mv, tiled.data(), nullptr);
+  }
   kernels::MatMulScratch scratch;
   double best = 1e9;
   for (int i = 0; i < 5; ++i) {

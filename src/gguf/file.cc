@@ -173,6 +173,11 @@ Result<std::unique_ptr<File>> File::Open(const std::string& path, MapMode mode) 
   }
 }
 
+void File::DropPages(const uint8_t* p, uint64_t n) const {
+  for (const auto& m : maps_)
+    if (m->Contains(p)) m->DropPages(p, n);
+}
+
 uint64_t File::file_bytes() const {
   uint64_t n = 0;
   for (const auto& m : maps_) n += m->size();

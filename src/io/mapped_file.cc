@@ -53,6 +53,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Ma
   std::unique_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
   f->size_ = static_cast<uint64_t>(st.st_size);
+  f->mode_ = mode;
   if (f->size_ > 0 && mode == MapMode::kReadHuge) {
     auto data = ReadHuge(fd, f->size_, path);
     ::close(fd);
@@ -71,6 +72,16 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Ma
   }
   ::close(fd);
   return f;
+}
+
+void MappedFile::DropPages(const uint8_t* p, uint64_t n) const {
+  if (mode_ != MapMode::kMap || !Contains(p) || n > static_cast<uint64_t>(data_ + size_ - p))
+    return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  // Advice on a shared read-only file mapping: it cannot lose data, so its result is moot.
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

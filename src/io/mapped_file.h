@@ -34,12 +34,19 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  bool Contains(const uint8_t* p) const { return p >= data_ && p < data_ + size_; }
+
+  // The caller holds its own copy of [p, p + n) (weights laid out at load): kMap drops the
+  // whole pages inside the range from this process (RSS falls; reading them again faults them
+  // back from the page cache, same bytes). kReadHuge keeps them: its copy is the only one.
+  void DropPages(const uint8_t* p, uint64_t n) const;
 
  private:
   MappedFile() = default;
   std::string path_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  MapMode mode_ = MapMode::kMap;
 };
 
 // Reads a whole (small) file into a string.

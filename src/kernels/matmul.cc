@@ -10,6 +10,7 @@
 #include "kernels/quant.h"
 #include "kernels/quant_internal.h"
 #include "kernels/simd.h"
+#include "kernels/simd_tile.h"
 
 namespace shoal::kernels {
 namespace {
@@ -24,11 +25,6 @@ constexpr int64_t kRowGrain = 16;
 // Inside a tile, 16 weight rows (18 KB of Q4_0 at 2048 columns) and four activation rows stay
 // in L1 while all 16 x 32 dots run, four tokens per weight row where a four-row kernel exists.
 constexpr int64_t kTokenTile = 32;
-
-// Below this many multiply-adds (about 6 us of one core's work) a matmul runs on the calling
-// thread: waking the pool costs microseconds when idle and a whole scheduler slice (ms) when
-// the cores are oversubscribed, which made tiny models 100x slower with 2 threads under load.
-constexpr int64_t kMinParallelMacs = int64_t{1} << 17;
 
 }  // namespace
 
@@ -48,9 +44,10 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
   const internal::SimdDotXdFn dot_xd = internal::SimdDotXdFor(internal::BestSimdKernels(), w.type);
   const internal::SimdDot4XdFn dot4_xd =
       internal::SimdDot4XdFor(internal::BestSimdKernels(), w.type);
-  // Many tokens against a type with register-tiled kernels: the tiled path (same bits).
-  const bool tiled =
-      n_tokens >= internal::TiledMinTokens(w.type) && internal::HasTiledKernels(w.type);
+  // Many tokens against a type with register-tiled kernels, or weights laid out for them at
+  // load: the tiled path (same bits).
+  const bool tiled = w.tiled || (n_tokens >= internal::TiledMinTokens(w.type) &&
+                                 internal::HasTiledKernels(w.type));
   // Q4_K on the single-row path (no four-token kernel shares the activation rows): the kernel
   // that takes each Q8_K row re-laid out in place (PermuteQ8_KForQ4_K), same bits.
   const VecDotFn dot_permuted =
@@ -103,7 +100,7 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
         }
       }
     };
-    if (pool != nullptr && n_tokens > 1 && n_tokens * cols >= kMinParallelMacs) {
+    if (pool != nullptr && n_tokens > 1 && n_tokens * cols >= internal::kMinParallelMacs) {
       pool->ParallelFor(n_tokens, 1, quantize);
     } else {
       quantize(0, n_tokens);
@@ -160,11 +157,26 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
       }
     }
   };
-  if (pool != nullptr && w.rows * w.cols * n_tokens >= kMinParallelMacs) {
+  if (pool != nullptr && w.rows * w.cols * n_tokens >= internal::kMinParallelMacs) {
     pool->ParallelForDynamic(w.rows, kRowGrain, rows);
   } else {
     rows(0, w.rows);
   }
+}
+
+bool CanPretile(const MatrixView& w) {
+  return !w.tiled && w.type == DType::kQ4_0 && internal::HasTiledKernels(w.type) &&
+         w.rows > 0 && w.rows % internal::kTileRows == 0 &&
+         w.cols % (internal::kTileBlocks * internal::kQK) == 0;
+}
+
+MatrixView Pretile(const MatrixView& w, uint8_t* dst, ThreadPool* pool) {
+  SHOAL_CHECK(CanPretile(w));
+  internal::PretileRows(w, dst, pool);
+  MatrixView t = w;
+  t.data = dst;
+  t.tiled = true;
+  return t;
 }
 
 }  // namespace shoal::kernels

@@ -132,6 +132,44 @@ TEST(MatMul, TiledEdgesMatchSingleRow) {
   }
 }
 
+// Weights laid out once at load (Pretile) give the bits of the row-major matrix for every token
+// count (one token included: the tiled layout has no row path), thread count and stride, and
+// hold exactly the matrix's bytes.
+TEST(MatMul, PretiledMatchesRowMajor) {
+  const Matrix shape_only = MakeMatrix(DType::kQ4_0, 4, 512, 1);
+  if (!CanPretile(shape_only.view)) GTEST_SKIP() << "no tiled Q4_0 kernels on " << SimdTargetName();
+  EXPECT_FALSE(CanPretile(MakeMatrix(DType::kQ4_0, 6, 512, 1).view));  // rows not 4k
+  EXPECT_FALSE(CanPretile(MakeMatrix(DType::kQ4_0, 8, 32 * 23, 1).view));  // partial group
+  EXPECT_FALSE(CanPretile(MakeMatrix(DType::kQ4_K, 8, 2048, 1).view));
+  ThreadPool pool(2);
+  for (int64_t rows : {int64_t{4}, int64_t{100}, int64_t{1028}}) {
+    const int64_t cols = rows == 1028 ? 2048 : 1024;
+    const Matrix m = MakeMatrix(DType::kQ4_0, rows, cols, static_cast<uint32_t>(rows));
+    ASSERT_TRUE(CanPretile(m.view));
+    std::vector<uint8_t> tiled(m.bytes.size() + 64, 0xAB);
+    const MatrixView tv = Pretile(m.view, tiled.data(), &pool);
+    EXPECT_TRUE(tv.tiled);
+    EXPECT_FALSE(CanPretile(tv));
+    for (size_t i = m.bytes.size(); i < tiled.size(); ++i) ASSERT_EQ(tiled[i], 0xAB) << i;
+    for (int64_t tokens : {1, 2, 3, 4, 5, 9, 33}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " tokens " + std::to_string(tokens));
+      const int64_t ldy = rows + 3;
+      const auto x = RandomFloats(tokens * cols, 21, 2.0f);
+      const auto want = Expected(m.view, x, tokens);
+      MatMulScratch scratch;
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> y(tokens * ldy, -1.0f);
+        MatMul(tv, x.data(), cols, tokens, y.data(), ldy, p, &scratch);
+        for (int64_t tok = 0; tok < tokens; ++tok) {
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(Bits(y[tok * ldy + r]), Bits(want[tok * rows + r])) << tok << "," << r;
+          for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[tok * ldy + r], -1.0f);
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMul, ScratchGrowsAndIsReused) {
   const Matrix m = MakeMatrix(DType::kQ8_0, 16, 64, 1);
   const auto x = RandomFloats(5 * 64, 2);

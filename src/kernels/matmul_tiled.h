@@ -17,13 +17,22 @@ inline constexpr int64_t TiledMinTokens(DType t) {
   return t == DType::kQ4_0 ? 4 : t == DType::kQ6_K ? 16 : 8;
 }
 
+// Below this many multiply-adds (about 6 us of one core's work) a matmul runs on the calling
+// thread: waking the pool costs microseconds when idle and a whole scheduler slice (ms) when
+// the cores are oversubscribed, which made tiny models 100x slower with 2 threads under load.
+inline constexpr int64_t kMinParallelMacs = int64_t{1} << 17;
+
 // True if the best target has tiled kernels for weights of type t.
 bool HasTiledKernels(DType t);
 
 // y[t * ldy + r] for every row and token, from Q8_0 activation rows xq (xq_stride bytes apart):
 // activations packed once into scratch, weights repacked panel by panel per thread. Each output
 // has the bits of the single-row VecDot. Requires HasTiledKernels(w.type).
+// w may be row-major (panels repacked per call) or tiled (Pretile: read in place).
 void MatMulTiled(const MatrixView& w, const uint8_t* xq, uint64_t xq_stride, int64_t n_tokens,
                  float* y, int64_t ldy, ThreadPool* pool, MatMulScratch* scratch);
+
+// Every 4-row group of row-major w in the tiled layout at dst (kernels::Pretile).
+void PretileRows(const MatrixView& w, uint8_t* dst, ThreadPool* pool);
 
 }  // namespace shoal::kernels::internal

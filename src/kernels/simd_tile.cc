@@ -93,12 +93,18 @@ HWY_INLINE void TransposeQs16(const uint8_t* p, int stride, uint8_t* dst) {
   }
 }
 
-// Q4_0: chunk c = qs bytes 4c..4c+3 of each block (low nibbles: step 2c, high: step 2c + 1).
+// The fp16 at offset 0 of 16 blocks, as they are (16 x fp16, masked lanes 0).
+HWY_INLINE __m256i GatherHalfBits(const uint8_t* base, int stride, __mmask16 m) {
+  return _mm512_cvtepi32_epi16(Gather4(base, stride, 0, m));
+}
+
+// Q4_0: chunk c = qs bytes 4c..4c+3 of each block (low nibbles: step 2c, high: step 2c + 1);
+// scales kept as fp16, so a panel has the bytes of the rows it came from.
 void RepackQ4_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t n, uint8_t* dst) {
   constexpr int kW = internal::q4_0::kBytes;
   const int64_t nb = n / internal::kQK;
   constexpr int kRowQs = 256;
-  for (int64_t b0 = 0; b0 < nb; b0 += kTileBlocks, dst += kTileRows * (kRowQs + 64)) {
+  for (int64_t b0 = 0; b0 < nb; b0 += kTileBlocks, dst += kTileRows * (kRowQs + 32)) {
     const __mmask16 m = LanesBelow(nb - b0);
     for (int r = 0; r < kTileRows; ++r) {
       const uint8_t* base = w + r * row_bytes + b0 * kW;
@@ -110,8 +116,8 @@ void RepackQ4_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t n, uint8
           _mm512_storeu_si512(dst + r * kRowQs + 64 * c,
                               Gather4(base, kW, internal::q4_0::kQs + 4 * c, mr));
       }
-      _mm512_storeu_ps(dst + kTileRows * kRowQs + 64 * r,
-                       GatherHalves(base + internal::q4_0::kD, kW, mr));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kTileRows * kRowQs + 32 * r),
+                          GatherHalfBits(base + internal::q4_0::kD, kW, mr));
     }
   }
 }
@@ -140,7 +146,11 @@ void RepackQ8_0(const uint8_t* w, uint64_t row_bytes, int rows, int64_t n, uint8
 // Q4_0 weights q in 0..15: sum (q - 8) y = dpbusd(q, y) - 8 * sum y.
 struct Q4_0 {
   static constexpr int kRowQs = 256;
-  static constexpr int kShift = 3;  // the offset 8 as a shift of the quant sum
+  static constexpr int kScaleBytes = 32;  // 16 x fp16 per row and group
+  static constexpr int kShift = 3;        // the offset 8 as a shift of the quant sum
+  static __m512 Scales(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
   template <int S>
   static __m512i Step(const uint8_t* row) {
     const __m512i c = _mm512_loadu_si512(row + 64 * (S / 2));
@@ -152,7 +162,9 @@ struct Q4_0 {
 // Q8_0 weights stored as q + 128: sum q y = dpbusd(q + 128, y) - 128 * sum y.
 struct Q8_0 {
   static constexpr int kRowQs = 512;
+  static constexpr int kScaleBytes = 64;  // 16 x f32 per row and group
   static constexpr int kShift = 7;
+  static __m512 Scales(const uint8_t* p) { return _mm512_loadu_ps(p); }
   template <int S>
   static __m512i Step(const uint8_t* row) {
     return _mm512_loadu_si512(row + 64 * S);
@@ -181,7 +193,7 @@ HWY_INLINE void Steps(const uint8_t* wg, const uint8_t* const* xg, __m512i (&ia)
 template <class F, int T>
 void Dot(const uint8_t* wp, const uint8_t* const* x, int64_t n, float* out) {
   const int64_t nb = n / internal::kQK;
-  constexpr int kGroupBytes = kTileRows * (F::kRowQs + 64);
+  constexpr int kGroupBytes = kTileRows * (F::kRowQs + F::kScaleBytes);
   constexpr int kPairs = (T + 1) / 2;
   __m512 acc[kTileRows][kPairs];
   for (int r = 0; r < kTileRows; ++r)
@@ -207,7 +219,7 @@ void Dot(const uint8_t* wp, const uint8_t* const* x, int64_t n, float* out) {
     __m512 dx[T];
     for (int t = 0; t < T; ++t) dx[t] = _mm512_loadu_ps(xg[t] + 512);
     for (int r = 0; r < kTileRows; ++r) {
-      const __m512 dw = _mm512_loadu_ps(wg + kTileRows * F::kRowQs + 64 * r);
+      const __m512 dw = F::Scales(wg + kTileRows * F::kRowQs + F::kScaleBytes * r);
       for (int u = 0; u < kPairs; ++u) {
         const __m512 v0 =
             _mm512_mul_ps(_mm512_mul_ps(dw, dx[2 * u]), _mm512_cvtepi32_ps(ia[r][2 * u]));
@@ -251,19 +263,19 @@ const internal::TileKernels* GetTileKernels() {
     internal::TileKernels k;
 #if HWY_TARGET == HWY_AVX3_DL
     using internal::TileType;
-    auto legacy = [](TileType* tt, int row_qs, internal::TileRepackFn repack) {
+    auto legacy = [](TileType* tt, int row_qs, int scale_bytes, internal::TileRepackFn repack) {
       tt->group_elems = internal::kTileBlocks * internal::kQK;
       tt->act_group_bytes = internal::kActGroupBytes;
-      tt->weight_group_bytes = internal::kTileRows * (row_qs + 64);
+      tt->weight_group_bytes = internal::kTileRows * (row_qs + scale_bytes);
       tt->pack_act = &tile::PackAct;
       tt->repack = repack;
     };
-    legacy(&k.q4_0, tile::Q4_0::kRowQs, &tile::RepackQ4_0);
+    legacy(&k.q4_0, tile::Q4_0::kRowQs, tile::Q4_0::kScaleBytes, &tile::RepackQ4_0);
     k.q4_0.dot[0] = &tile::Dot<tile::Q4_0, 1>;
     k.q4_0.dot[1] = &tile::Dot<tile::Q4_0, 2>;
     k.q4_0.dot[2] = &tile::Dot<tile::Q4_0, 3>;
     k.q4_0.dot[3] = &tile::Dot<tile::Q4_0, 4>;
-    legacy(&k.q8_0, tile::Q8_0::kRowQs, &tile::RepackQ8_0);
+    legacy(&k.q8_0, tile::Q8_0::kRowQs, tile::Q8_0::kScaleBytes, &tile::RepackQ8_0);
     k.q8_0.dot[0] = &tile::Dot<tile::Q8_0, 1>;
     k.q8_0.dot[1] = &tile::Dot<tile::Q8_0, 2>;
     k.q8_0.dot[2] = &tile::Dot<tile::Q8_0, 3>;

@@ -11,7 +11,9 @@
 //   weights, per 4-row group and group of blocks: 4 rows' quants (WeightRowBytes each: Q4_0
 //     keeps the packed nibbles, chunk c holding in lane k the 4 qs bytes 4c..4c+3 of block k,
 //     whose low nibbles are step 2c and high nibbles step 2c + 1; Q8_0 stores step s as
-//     unsigned q + 128), then the 4 rows' block scales (16 x f32 each).
+//     unsigned q + 128), then the 4 rows' block scales (Q4_0: 16 x fp16 each, so a 4-row panel
+//     has exactly the bytes of its 4 rows and can replace them at load, kernels::Pretile;
+//     Q8_0: 16 x f32).
 #pragma once
 
 #include <cstdint>

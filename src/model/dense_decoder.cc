@@ -97,6 +97,13 @@ Status DenseDecoder::Load(const gguf::File& f, const HParams& hp, const LoadOpti
   }
   if (hp.head_dim_k > 1024 || hp.head_dim_v > 1024)
     return Errorf("head dim {} exceeds the supported 1024", hp.head_dim_k);
+  if (opt.pretile) {
+    // The tied head is the embedding table, whose rows EmbedTokens reads: it stays as it is.
+    std::vector<MatrixView*> ms = {hp.tied_embeddings ? nullptr : &output_};
+    for (LayerWeights& L : layers_)
+      for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) ms.push_back(m);
+    SHOAL_RETURN_IF_ERROR(PretileMatrices(f, ms, &pretiled_));
+  }
 
   if (hp.n_expert > 0 && hp.n_expert_shared > 0)
     return Errorf("{}: shared experts are not supported for {}", f.path(), hp.arch);

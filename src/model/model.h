@@ -10,6 +10,7 @@
 #include "kernels/matmul.h"
 #include "kvcache/kv_store.h"
 #include "model/batch.h"
+#include "model/weights.h"
 #include "threading/thread_pool.h"
 
 namespace shoal {
@@ -17,6 +18,9 @@ namespace shoal {
 struct LoadOptions {
   int32_t first_layer = 0;
   int32_t last_layer = -1;  // exclusive; -1 = n_layer
+  // Lay out the matrices the tiled kernels can read in place once at load (PretileMatrices);
+  // false keeps every weight in the file's mapping (then each batched matmul repacks panels).
+  bool pretile = true;
 };
 
 struct ForwardOutput {
@@ -30,7 +34,8 @@ class Model {
   virtual ~Model() = default;
 
   // Loads the tensors of layers [first_layer, last_layer) plus the embeddings (if the range
-  // starts at 0) and the output head (if it ends at n_layer). Weights stay in the mmap.
+  // starts at 0) and the output head (if it ends at n_layer). Weights stay in the mmap, but for
+  // the matrices laid out for the tiled kernels (LoadOptions::pretile).
   static Result<std::unique_ptr<Model>> Load(const gguf::File& file, const LoadOptions& opt);
 
   const HParams& hparams() const { return hp_; }
@@ -74,6 +79,7 @@ class Model {
   HParams hp_;
   int32_t first_ = 0;
   int32_t last_ = 0;
+  WeightArena pretiled_;  // the matrices PretileMatrices laid out
 };
 
 }  // namespace shoal

@@ -1,6 +1,11 @@
 // Weight lookup with shape and type validation.
 #include "model/weights.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "kernels/quant.h"
 
 namespace shoal {
@@ -27,6 +32,52 @@ Result<kernels::MatrixView> LoadMatrixSlice(const gguf::File& f, const std::stri
   m.row_bytes = t->row_bytes();
   m.data = t->data + static_cast<uint64_t>(i) * static_cast<uint64_t>(rows) * m.row_bytes;
   return m;
+}
+
+WeightArena::~WeightArena() {
+  if (base_ != nullptr) ::munmap(base_, size_);
+}
+
+Status WeightArena::Reserve(uint64_t bytes) {
+  if (base_ != nullptr) return Errorf("weight arena: already reserved");
+  if (bytes == 0) return Status::Ok();
+  // Whole 2 MiB huge pages, so the last one is not split.
+  constexpr uint64_t kHuge = uint64_t{2} << 20;
+  const uint64_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return Errorf("weight arena: cannot map {} bytes: {}", size, std::strerror(errno));
+  ::madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages are 4 KiB
+  base_ = static_cast<uint8_t*>(p);
+  size_ = size;
+  return Status::Ok();
+}
+
+uint8_t* WeightArena::Take(uint64_t n) {
+  const uint64_t at = (used_ + 63) / 64 * 64;
+  if (base_ == nullptr || at + n > size_) return nullptr;
+  used_ = at + n;
+  return base_ + at;
+}
+
+Status PretileMatrices(const gguf::File& f, const std::vector<kernels::MatrixView*>& ms,
+                       WeightArena* arena) {
+  uint64_t total = 0;
+  for (const kernels::MatrixView* m : ms)
+    if (m != nullptr && kernels::CanPretile(*m))
+      total += static_cast<uint64_t>(m->rows) * m->row_bytes + 64;
+  if (total == 0) return Status::Ok();
+  SHOAL_RETURN_IF_ERROR(arena->Reserve(total));
+  for (kernels::MatrixView* m : ms) {
+    if (m == nullptr || !kernels::CanPretile(*m)) continue;
+    const uint64_t bytes = static_cast<uint64_t>(m->rows) * m->row_bytes;
+    uint8_t* dst = arena->Take(bytes);
+    if (dst == nullptr) return Errorf("weight arena: out of room for a {}-byte matrix", bytes);
+    const uint8_t* src = m->data;
+    *m = kernels::Pretile(*m, dst, /*pool=*/nullptr);
+    f.DropPages(src, bytes);
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<float>> LoadVector(const gguf::File& f, const std::string& name, int64_t n) {
