@@ -17,11 +17,8 @@ namespace {
 
 // The file's bytes in private anonymous memory advised for huge pages, or an error.
 Result<const uint8_t*> ReadHuge(int fd, uint64_t size, const std::string& path) {
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return Errorf("{}: cannot allocate {} bytes: {}", path, size, std::strerror(errno));
-  ::madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages are just 4 KiB
-  auto* dst = static_cast<uint8_t*>(p);
+  SHOAL_ASSIGN_OR_RETURN(uint8_t* dst, MapAnonymousHuge(size, path));
+  void* p = dst;
   for (uint64_t done = 0; done < size;) {
     const ssize_t r = ::pread(fd, dst + done, size - done, static_cast<off_t>(done));
     if (r <= 0) {
@@ -36,6 +33,14 @@ Result<const uint8_t*> ReadHuge(int fd, uint64_t size, const std::string& path) 
 }
 
 }  // namespace
+
+Result<uint8_t*> MapAnonymousHuge(uint64_t size, const std::string& what) {
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return Errorf("{}: cannot allocate {} bytes: {}", what, size, std::strerror(errno));
+  ::madvise(p, size, MADV_HUGEPAGE);
+  return static_cast<uint8_t*>(p);
+}
 
 Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, MapMode mode) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -49,6 +49,11 @@ class MappedFile {
   MapMode mode_ = MapMode::kMap;
 };
 
+// `size` bytes of private anonymous read-write memory advised for transparent huge pages
+// (advice only: without THP the pages are 4 KiB); release with munmap. `what` names the
+// allocation in the error.
+Result<uint8_t*> MapAnonymousHuge(uint64_t size, const std::string& what);
+
 // Reads a whole (small) file into a string.
 Result<std::string> ReadFileToString(const std::string& path);
 // Writes bytes to a file, replacing it.

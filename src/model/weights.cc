@@ -3,9 +3,7 @@
 
 #include <sys/mman.h>
 
-#include <cerrno>
-#include <cstring>
-
+#include "io/mapped_file.h"
 #include "kernels/quant.h"
 
 namespace shoal {
@@ -44,11 +42,7 @@ Status WeightArena::Reserve(uint64_t bytes) {
   // Whole 2 MiB huge pages, so the last one is not split.
   constexpr uint64_t kHuge = uint64_t{2} << 20;
   const uint64_t size = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return Errorf("weight arena: cannot map {} bytes: {}", size, std::strerror(errno));
-  ::madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages are 4 KiB
-  base_ = static_cast<uint8_t*>(p);
+  SHOAL_ASSIGN_OR_RETURN(base_, MapAnonymousHuge(size, "weight arena"));
   size_ = size;
   return Status::Ok();
 }

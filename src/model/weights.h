@@ -31,7 +31,6 @@ class WeightArena {
   Status Reserve(uint64_t bytes);
   // The next n bytes of the reservation, or null when it has fewer left.
   uint8_t* Take(uint64_t n);
-  uint64_t used() const { return used_; }
 
  private:
   uint8_t* base_ = nullptr;
