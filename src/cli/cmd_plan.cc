@@ -47,15 +47,16 @@ Result<planner::ModelProfile> LoadModelProfile(const std::string& model,
   return planner::ModelPresetProfile(model, type);
 }
 
-Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads) {
+Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads, int head_dim) {
   if (device == "local") {
-    // This machine, measured as `shoal node` measures itself (STREAM triad, matmul speed); a
-    // node may use 80% of the memory available now.
+    // This machine, measured as `shoal node` measures itself (STREAM triad, weight streaming,
+    // matmul and attention speed at the model's head width); a node may use 80% of the memory
+    // available now.
     SHOAL_ASSIGN_OR_RETURN(uint64_t mem, ParseMemSize("0.8", "--device local"));
     planner::DevicePreset d;
     d.name = "local";
     d.description = "this machine (measured)";
-    d.node = dist::MeasureNode("local", "", mem, ResolveThreads(threads));
+    d.node = dist::MeasureNode("local", "", mem, ResolveThreads(threads), head_dim);
     d.mem_total = mem;
     for (const auto& [t, f] : d.node.matmul_flops) d.peak_flops = std::max(d.peak_flops, f);
     return d;
@@ -115,6 +116,9 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
                   "(1: one step at a time; 0: serve's default, one per stage, 1 for recurrent "
                   "models)")
       ->capture_default_str();
+  cmd->add_option("--host-cores", o->cap.host_cores,
+                  "Every stage on one machine of this many cores (`shoal cluster up` on one "
+                  "box; 0: each node its own machine)");
   cmd->add_option("-t,--threads", o->threads, "Threads per node for --device local (0 = all)");
   cmd->add_option("--link", o->link, "Link between nodes (" + links + "; default: the device's)");
   cmd->add_option("--link-mbit", o->link_mbit, "Link bandwidth, Mbit/s (after --link)");
@@ -142,7 +146,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
       auto profile = LoadModelProfile(o->model, type);
       if (!profile.ok()) return Fail(profile.status());
       o->cap.step_overhead_s = o->step_overhead_ms * 1e-3;
-      auto device = LoadDevice(o->device, o->threads);
+      auto device = LoadDevice(o->device, o->threads, static_cast<int>(profile->hp.head_dim_k));
       if (!device.ok()) return Fail(device.status());
       if (!o->link.empty()) {
         auto l = planner::FindLinkPreset(o->link);

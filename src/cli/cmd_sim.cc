@@ -10,7 +10,7 @@ namespace shoal::cli {
 
 // From cmd_plan.cc: a model preset or .gguf, and a device preset, "local" or .json.
 Result<planner::ModelProfile> LoadModelProfile(const std::string& model, std::optional<DType> type);
-Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads);
+Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads, int head_dim);
 // From cmd_plan.cc: --link-mbit / --link-latency-us override the device's link.
 void OverrideLink(planner::DevicePreset* d, double mbit, double latency_us);
 
@@ -51,6 +51,9 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
                   "in flight per replica; G > 1 = lanes that step independently; 0: serve's "
                   "default, one per stage (1 for recurrent models)")
       ->capture_default_str();
+  cmd->add_option("--host-cores", o->sim.host_cores,
+                  "Every node's compute on one machine of this many cores (`shoal cluster up` "
+                  "on one box; 0: each node its own machine; star topology)");
   cmd->add_option("-t,--threads", o->threads, "Threads per node for --device local (0 = all)");
   cmd->add_option("--link-mbit", o->link_mbit, "Link bandwidth, Mbit/s (overrides the device's)");
   cmd->add_option("--link-latency-us", o->link_latency_us, "One-way link latency, microseconds");
@@ -75,7 +78,7 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
       }
       auto profile = LoadModelProfile(o->model, std::nullopt);
       if (!profile.ok()) return Fail(profile.status());
-      auto device = LoadDevice(o->device, o->threads);
+      auto device = LoadDevice(o->device, o->threads, static_cast<int>(profile->hp.head_dim_k));
       if (!device.ok()) return Fail(device.status());
       OverrideLink(&*device, o->link_mbit, o->link_latency_us);
       o->sim.step_overhead_s = o->step_overhead_ms * 1e-3;

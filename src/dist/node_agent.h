@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "net/auth.h"
 #include "planner/node_info.h"
+#include "threading/thread_pool.h"
 
 namespace shoal::dist {
 
@@ -42,8 +43,14 @@ class NodeAgent {
 };
 
 // Measures this machine for NodeInfo: STREAM-triad bandwidth on arrays small enough for a
-// 256 MiB node, and Q4_0/Q8_0 matmul throughput.
+// 256 MiB node, the decode weight-streaming rate, matmul throughput per weight type, and the
+// attention kernel's speed at `head_dim` (the model's, where the caller knows it).
 planner::NodeInfo MeasureNode(const std::string& name, const std::string& address,
-                              uint64_t mem_limit, int n_threads);
+                              uint64_t mem_limit, int n_threads, int head_dim = 128);
+// Bytes/s at which MatMul reads pretiled Q4_0 weights from DRAM for `tokens` tokens (63 MiB of
+// matrices per round; 0 when the memory cannot be mapped).
+double MeasureWeightStream(ThreadPool* pool, int64_t tokens);
+// Flops/s of one decode query head attending over an F16 cache (planner's flop count).
+double MeasureAttentionFlops(int head_dim);
 
 }  // namespace shoal::dist

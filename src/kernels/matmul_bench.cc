@@ -1,13 +1,12 @@
 // Micro-benchmark of MatMul at 2048 x 2048 for every weight type (F32 ... MXFP4): matvec
 // (1 token) and batches of 4 to 256 tokens on 1 and 2 threads, the matrix in cache (BM_MatMul)
-// or streamed from DRAM (BM_MatMulCold, Q4_0 also laid out at load: pretiled:1). Counters: GB/s of weights read
-// (bytes of the matrix per call / time) and GFLOP/s (2 * rows * cols * tokens / time).
+// or streamed from DRAM (BM_MatMulCold, Q4_0 also laid out at load: pretiled:1). Counters: GB/s of
+// weights read (bytes of the matrix per call / time) and GFLOP/s (2 * rows * cols * tokens / time).
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
-#include <cstdlib>
-
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <vector>
@@ -136,7 +135,7 @@ void ColdArgs(benchmark::internal::Benchmark* b) {
   for (int64_t t = 0; t < static_cast<int64_t>(std::size(kTypes)); ++t) {
     const DType d = kTypes[t];
     if (d != DType::kQ4_0 && d != DType::kQ8_0 && d != DType::kQ4_K && d != DType::kQ6_K) continue;
-    for (int64_t tokens : {1, 4, 8, 16, 32})
+    for (int64_t tokens : {1, 2, 4, 8, 16, 32})
       for (int64_t threads : {1, 2})
         for (int64_t pretiled : {0, 1})
           if (pretiled == 0 || d == DType::kQ4_0) b->Args({t, tokens, threads, pretiled});

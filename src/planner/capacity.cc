@@ -156,12 +156,15 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   const double b_r = c.max_num_seqs;
   const double S = static_cast<double>(r->stages.size());
   // Per stage, the decode of `mb` sequences: summed latency and the busiest occupancy.
+  double sum_busy = 0;  // of the last pass: all stages' occupancy, for shared cores
   auto pass = [&](double mb, double* lat, double* busy, size_t* busiest, const char** bound) {
     *lat = 0;
     *busy = 0;
+    sum_busy = 0;
     for (size_t i = 0; i < r->stages.size(); ++i) {
       const StepCost s = StageDecodeCost(p, d.node, c, r->stages[i], mb);
       *lat += s.latency_s;
+      sum_busy += s.busy_s;
       if (s.busy_s > *busy) {
         *busy = s.busy_s;
         if (bound) *bound = s.bound;
@@ -183,9 +186,12 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   const char* bound = "";
   size_t busiest = 0;
   pass(r->micro_batch, &sum_lat, &max_busy, &busiest, &bound);
+  // Stages sharing C cores: a round's G m_g micro-batches through every stage on min(C, S).
+  const double shared =
+      r->opt.host_cores > 0 ? G * m_g * sum_busy / std::min<double>(r->opt.host_cores, S) : 0;
   pass(1, &single, &unused, nullptr, nullptr);
   const double group_step = sum_lat + (m_g - 1) * max_busy + ovh;
-  const double full = G * m_g * max_busy;
+  const double full = std::max(G * m_g * max_busy, shared);
   const double cycle = std::max(group_step, full);
   // The ideal pipeline for comparison: min(stages, sequences) groups of one micro-batch each.
   const double m_ideal = std::min(S, b_r);
@@ -233,8 +239,8 @@ Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d
   SHOAL_RETURN_IF_ERROR(ValidateNode(d.node));
   if (o.context < 1 || o.concurrency < 1 || o.nodes < 0 || o.batch_tokens < 1)
     return Errorf("plan: context, concurrency and batch tokens must be >= 1, nodes >= 0");
-  if (o.stages < 0 || o.output < 0 || !(o.step_overhead_s >= 0))
-    return Errorf("plan: stages, output and step overhead must be >= 0");
+  if (o.stages < 0 || o.output < 0 || !(o.step_overhead_s >= 0) || o.host_cores < 0)
+    return Errorf("plan: stages, output, step overhead and host cores must be >= 0");
   CapacityReport r;
   r.model = p.hp.name.empty() ? p.hp.arch : p.hp.name;
   r.device = d.name;

@@ -38,6 +38,10 @@ struct CapacityOptions {
   // cut into max(1, stages / G) micro-batches; 0 = what `shoal serve` does by default: one
   // group per stage, or 1 for models with recurrent state (their slots belong to one group).
   int32_t pipeline_groups = 0;
+  // Cores of one machine that every stage shares (`shoal cluster up` on one box: S one-thread
+  // nodes on C cores); 0 = each node is its own machine. A round then lasts at least the
+  // stages' summed work over min(C, S) cores.
+  int32_t host_cores = 0;
 };
 
 // One pipeline stage of a replica: a range of layers on one node, or one layer (or the output

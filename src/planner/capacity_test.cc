@@ -221,6 +221,57 @@ TEST(Capacity, ServedTokensIncludePrefillAndStepOverhead) {
   EXPECT_NEAR(r2->request_s - r->request_s, 50 * 1e-3, 1e-9);
 }
 
+TEST(Capacity, WeightsStreamAtTheKernelsRate) {
+  // A node whose kernels read weights at half its triad decodes one stream about half as fast
+  // (KV negligible at context 2); the table's 4-token entry prices a batch of 4.
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ4_0);
+  auto d = FindDevicePreset("rpi5-8g");
+  ASSERT_TRUE(p.ok() && d.ok());
+  d->node.matmul_flops.clear();  // memory-bound only
+  CapacityOptions o;
+  o.context = 2;
+  auto triad = PlanCapacity(*p, *d, o);
+  d->node.weight_bw = d->node.mem_bw / 2;
+  auto half = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(triad.ok() && half.ok());
+  EXPECT_NEAR(half->decode_tps_single / triad->decode_tps_single, 0.5, 0.01);
+  d->node.weight_bw_batch = {d->node.mem_bw / 2, d->node.mem_bw / 2, d->node.mem_bw / 4};
+  o.concurrency = 4;
+  auto four = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(four.ok());
+  // 4 sequences per step at a quarter of the triad: 4 tokens per (1 / (single / 2)).
+  EXPECT_NEAR(four->decode_tps_aggregate / (4 * half->decode_tps_single / 2), 1.0, 0.02);
+}
+
+TEST(Capacity, StagesSharingCoresOfOneMachine) {
+  // 4 stages of llama-8b, one group per stage (overlapped), every stage on one 2-core box: a
+  // round lasts at least all stages' work over 2 cores, not the busiest stage's alone.
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ4_0);
+  auto d = FindDevicePreset("h100-sxm");
+  ASSERT_TRUE(p.ok() && d.ok());
+  CapacityOptions o;
+  o.context = 1024;
+  o.concurrency = 4;
+  o.stages = 4;
+  auto apart = PlanCapacity(*p, *d, o);
+  o.host_cores = 2;
+  auto shared = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(apart.ok() && shared.ok()) << shared.status().message();
+  double sum = 0;
+  for (const StageSpec& s : shared->stages)
+    sum += StageDecodeCost(*p, d->node, shared->config, s, shared->micro_batch).busy_s;
+  EXPECT_NEAR(1.0 / shared->decode_tps_stream,
+              std::max(1.0 / apart->decode_tps_stream, shared->micro_batches * sum / 2), 1e-12);
+  EXPECT_LT(shared->decode_tps_aggregate, 0.9 * apart->decode_tps_aggregate);
+  // As many cores as stages: each stage has its own, as on separate machines.
+  o.host_cores = 4;
+  auto enough = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(enough.ok());
+  EXPECT_DOUBLE_EQ(enough->decode_tps_aggregate, apart->decode_tps_aggregate);
+  o.host_cores = -1;
+  EXPECT_FALSE(PlanCapacity(*p, *d, o).ok());
+}
+
 TEST(Presets, UnknownNamesAreErrors) {
   EXPECT_FALSE(FindDevicePreset("pdp-11").ok());
   EXPECT_FALSE(ModelPresetProfile("gpt-9", std::nullopt).ok());

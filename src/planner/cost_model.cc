@@ -22,8 +22,8 @@ double MatmulSeconds(const TensorCost& cost, const NodeInfo& node, double flops_
   return s;
 }
 
-double F32Seconds(const NodeInfo& node, double flops) {
-  const double f = node.FlopsFor(DType::kF32);
+double AttnSeconds(const NodeInfo& node, double flops) {
+  const double f = node.AttnFlops();
   return f > 0 ? flops / f : 0;
 }
 
@@ -132,13 +132,14 @@ double LayerDecodeStepSeconds(const ModelProfile& p, const NodeInfo& node, const
       p.experts.empty() ? 0 : static_cast<double>(p.experts[static_cast<size_t>(l)].bytes);
   // Every dense weight byte once per step, the routed experts the batch touches, and each
   // sequence's cached K/V rows (or its fixed state, read and written back).
-  const double bytes = static_cast<double>(L.bytes) - expert_bytes +
-                       expert_bytes * p.ExpertsTouched(batch) +
-                       batch * (ctx * static_cast<double>(KvPerTokenLayer(p, c, l)) +
+  // Weights stream at the kernels' rate, the cache at the triad's.
+  const double weights =
+      static_cast<double>(L.bytes) - expert_bytes + expert_bytes * p.ExpertsTouched(batch);
+  const double cache = batch * (ctx * static_cast<double>(KvPerTokenLayer(p, c, l)) +
                                 2.0 * static_cast<double>(LayerStateBytes(p, l)));
-  const double mem_s = bytes / node.mem_bw;
+  const double mem_s = weights / node.WeightBw(batch) + cache / node.mem_bw;
   const double compute_s = batch * (LayerMatmulSeconds(p, node, l, p.ActiveParams(l)) +
-                                    F32Seconds(node, LayerAttentionFlops(p, l, ctx)));
+                                    AttnSeconds(node, LayerAttentionFlops(p, l, ctx)));
   return std::max(mem_s, compute_s);
 }
 
@@ -157,10 +158,10 @@ double LayerPrefillSeconds(const ModelProfile& p, const NodeInfo& node, const Pl
   // rows of K/V; its tokens attend on average to B / 2 positions (a fresh prompt chunk).
   const double weights =
       static_cast<double>(L.bytes) - expert_bytes + expert_bytes * p.ExpertsTouched(B);
-  const double bytes = weights / B + static_cast<double>(KvPerTokenLayer(p, c, l));
-  const double mem_s = bytes / node.mem_bw;
+  const double mem_s =
+      weights / B / node.WeightBw(B) + static_cast<double>(KvPerTokenLayer(p, c, l)) / node.mem_bw;
   const double compute_s = LayerMatmulSeconds(p, node, l, p.ActiveParams(l)) +
-                           F32Seconds(node, LayerAttentionFlops(p, l, B / 2));
+                           AttnSeconds(node, LayerAttentionFlops(p, l, B / 2));
   return std::max(mem_s, compute_s);
 }
 
@@ -169,7 +170,8 @@ double ExtrasDecodeSeconds(const ModelProfile& p, const NodeInfo& node, int32_t 
   if (last != p.n_layer()) return 0;  // the first stage's embedding lookup reads one row
   TensorCost head = p.head;
   if (p.hp.tied_embeddings) head.Add(p.token_embd);
-  return std::max(static_cast<double>(head.bytes) / node.mem_bw, MatmulSeconds(head, node, 2.0));
+  return std::max(static_cast<double>(head.bytes) / node.WeightBw(),
+                  MatmulSeconds(head, node, 2.0));
 }
 
 StageTime EstimateStageTime(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
@@ -191,7 +193,7 @@ double EstimateStageStepSeconds(const ModelProfile& p, const NodeInfo& node, con
   if (last == p.n_layer()) {
     TensorCost head = p.head;
     if (p.hp.tied_embeddings) head.Add(p.token_embd);
-    s += std::max(static_cast<double>(head.bytes) / node.mem_bw,
+    s += std::max(static_cast<double>(head.bytes) / node.WeightBw(batch),
                   batch * MatmulSeconds(head, node, 2.0));
   }
   return s;

@@ -57,6 +57,15 @@ double NodeInfo::FlopsFor(DType type) const {
   return slowest;
 }
 
+double NodeInfo::WeightBw(double tokens) const {
+  if (weight_bw_batch.empty()) return weight_bw > 0 ? weight_bw : mem_bw;
+  const double x = std::log2(std::max(tokens, 1.0));
+  const size_t i = static_cast<size_t>(x);
+  if (i + 1 >= weight_bw_batch.size()) return weight_bw_batch.back();
+  const double f = x - static_cast<double>(i);
+  return (1 - f) * weight_bw_batch[i] + f * weight_bw_batch[i + 1];
+}
+
 Status ValidateNode(const NodeInfo& n) {
   const std::string who = n.name.empty() ? std::string("(unnamed)") : n.name;
   if (n.mem_limit == 0) return Errorf("node {}: no memory limit", who);
@@ -65,6 +74,11 @@ Status ValidateNode(const NodeInfo& n) {
   for (const auto& [t, f] : n.matmul_flops)
     if (!(std::isfinite(f) && f > 0))
       return Errorf("node {}: matmul throughput for {} must be > 0", who, DTypeName(t));
+  if (!FiniteNonNegative(n.weight_bw) || !FiniteNonNegative(n.attn_flops))
+    return Errorf("node {}: weight bandwidth and attention speed must be finite and >= 0", who);
+  for (double b : n.weight_bw_batch)
+    if (!(std::isfinite(b) && b > 0))
+      return Errorf("node {}: weight_bw_batch entries must be > 0", who);
   if (!FiniteNonNegative(n.link_bw) || !FiniteNonNegative(n.link_latency_s))
     return Errorf("node {}: link bandwidth and latency must be finite and >= 0", who);
   if (n.n_threads < 1) return Errorf("node {}: n_threads must be >= 1", who);
@@ -74,10 +88,18 @@ Status ValidateNode(const NodeInfo& n) {
 std::string NodeInfoToJson(const NodeInfo& n) {
   json flops = json::object();
   for (const auto& [t, f] : n.matmul_flops) flops[std::string(DTypeName(t))] = f;
-  json j = {
-      {"name", n.name},           {"address", n.address},  {"mem_limit", n.mem_limit},
-      {"mem_bw", n.mem_bw},       {"matmul_flops", flops}, {"isa", n.isa},
-      {"n_threads", n.n_threads}, {"link_bw", n.link_bw},  {"link_latency_s", n.link_latency_s}};
+  json j = {{"name", n.name},
+            {"address", n.address},
+            {"mem_limit", n.mem_limit},
+            {"mem_bw", n.mem_bw},
+            {"weight_bw", n.weight_bw},
+            {"attn_flops", n.attn_flops},
+            {"weight_bw_batch", n.weight_bw_batch},
+            {"matmul_flops", flops},
+            {"isa", n.isa},
+            {"n_threads", n.n_threads},
+            {"link_bw", n.link_bw},
+            {"link_latency_s", n.link_latency_s}};
   // Replacing invalid UTF-8 keeps dump() from throwing on a hostile name.
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -92,11 +114,21 @@ Result<NodeInfo> NodeInfoFromJson(const std::string& text) {
   SHOAL_RETURN_IF_ERROR(ReadString(j, "isa", &n.isa));
   SHOAL_RETURN_IF_ERROR(ReadUint(j, "mem_limit", UINT64_MAX, &n.mem_limit));
   SHOAL_RETURN_IF_ERROR(ReadDouble(j, "mem_bw", &n.mem_bw));
+  SHOAL_RETURN_IF_ERROR(ReadDouble(j, "weight_bw", &n.weight_bw));
+  SHOAL_RETURN_IF_ERROR(ReadDouble(j, "attn_flops", &n.attn_flops));
   SHOAL_RETURN_IF_ERROR(ReadDouble(j, "link_bw", &n.link_bw));
   SHOAL_RETURN_IF_ERROR(ReadDouble(j, "link_latency_s", &n.link_latency_s));
   uint64_t threads = static_cast<uint64_t>(n.n_threads);
   SHOAL_RETURN_IF_ERROR(ReadUint(j, "n_threads", INT32_MAX, &threads));
   n.n_threads = static_cast<int32_t>(threads);
+  if (auto it = j.find("weight_bw_batch"); it != j.end()) {
+    if (!it->is_array()) return Errorf("node info: 'weight_bw_batch' must be an array");
+    for (const json& e : *it) {
+      if (!e.is_number() || !(e.get<double>() > 0) || !std::isfinite(e.get<double>()))
+        return Errorf("node info: weight_bw_batch entries must be positive numbers");
+      n.weight_bw_batch.push_back(e.get<double>());
+    }
+  }
   if (auto it = j.find("matmul_flops"); it != j.end()) {
     if (!it->is_object()) return Errorf("node info: 'matmul_flops' must be an object");
     for (auto e = it->begin(); e != it->end(); ++e) {

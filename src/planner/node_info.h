@@ -16,6 +16,18 @@ struct NodeInfo {
   std::string address;     // "host:port"
   uint64_t mem_limit = 0;  // bytes the process may use (--mem-limit), hard
   double mem_bw = 0;       // measured memory bandwidth, bytes/s (STREAM triad)
+  // Rate at which decode's matmul kernels read weights from DRAM, bytes/s: one token over
+  // matrices well past the last-level cache. Below the triad on CPUs (one core here streamed
+  // 16.5 GB/s of Q4_0 where its triad read 26 GB/s: the kernel also unpacks and multiplies).
+  // 0 = mem_bw (presets without a measurement).
+  double weight_bw = 0;
+  // The same rate for 1, 2, 4 and 8 tokens (entry i: 2^i tokens), where measured: a few tokens
+  // cost more than one and less than the compute roofline says (one core here read Q4_0 at
+  // 17.7, 16.8, 12.5 and 10.8 GB/s for 1, 2, 4, 8 tokens). Empty = weight_bw at any batch.
+  std::vector<double> weight_bw_batch;
+  // Cached attention of one decode query, flops/s (2 (dk + dv) per head and position);
+  // 0 = the F32 matmul rule below.
+  double attn_flops = 0;
   // Measured matmul throughput per weight type, flops/s (2 per multiply-add), for a batch large
   // enough to be compute-bound. A type not listed uses the slowest listed type; with none listed
   // the planner treats the node as memory-bound only.
@@ -28,6 +40,12 @@ struct NodeInfo {
 
   // Throughput for weights of `type` by the rule above (0 when nothing is listed).
   double FlopsFor(DType type) const;
+  // The weight-streaming rate by the rule above.
+  // At `tokens` tokens: interpolated in log2(tokens) over weight_bw_batch, its last entry
+  // beyond it (larger batches are priced by the compute roofline).
+  double WeightBw(double tokens = 1) const;
+  // Attention flops/s by the rule above (0: not counted).
+  double AttnFlops() const { return attn_flops > 0 ? attn_flops : FlopsFor(DType::kF32); }
 };
 
 // Checks the fields a plan relies on (limit and bandwidth > 0, finite non-negative speeds).

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace shoal::planner {
 namespace {
 
@@ -17,6 +19,9 @@ NodeInfo Sample() {
   n.n_threads = 6;
   n.link_bw = 117.5e6;
   n.link_latency_s = 83e-6;
+  n.weight_bw = 9.5e9;
+  n.weight_bw_batch = {9.5e9, 9e9, 7e9, 6e9};
+  n.attn_flops = 4.25e9;
   return n;
 }
 
@@ -33,6 +38,9 @@ TEST(NodeInfoTest, JsonRoundTrip) {
   EXPECT_EQ(back->n_threads, n.n_threads);
   EXPECT_EQ(back->link_bw, n.link_bw);
   EXPECT_EQ(back->link_latency_s, n.link_latency_s);
+  EXPECT_EQ(back->weight_bw, n.weight_bw);
+  EXPECT_EQ(back->weight_bw_batch, n.weight_bw_batch);
+  EXPECT_EQ(back->attn_flops, n.attn_flops);
   ASSERT_EQ(back->matmul_flops.size(), n.matmul_flops.size());
   for (const auto& [t, f] : n.matmul_flops) EXPECT_EQ(back->FlopsFor(t), f) << DTypeName(t);
   EXPECT_TRUE(ValidateNode(*back).ok());
@@ -90,6 +98,32 @@ TEST(NodeInfoTest, FlopsForFallsBackToTheSlowestListedType) {
   EXPECT_EQ(n.FlopsFor(DType::kQ8_0), 33.25e9);
   n.matmul_flops.clear();
   EXPECT_EQ(n.FlopsFor(DType::kQ8_0), 0.0);
+}
+
+TEST(NodeInfoTest, WeightBandwidthByBatch) {
+  NodeInfo n = Sample();
+  // The table: 1, 2, 4, 8 tokens; between entries linear in log2(tokens); past 8 the last.
+  EXPECT_EQ(n.WeightBw(1), 9.5e9);
+  EXPECT_EQ(n.WeightBw(2), 9e9);
+  EXPECT_DOUBLE_EQ(n.WeightBw(std::sqrt(8.0)), 8e9);  // halfway between 2 and 4 tokens
+  EXPECT_EQ(n.WeightBw(8), 6e9);
+  EXPECT_EQ(n.WeightBw(512), 6e9);
+  EXPECT_EQ(n.WeightBw(0.5), 9.5e9);
+  // No table: the 1-token figure, and without it the triad.
+  n.weight_bw_batch.clear();
+  EXPECT_EQ(n.WeightBw(4), 9.5e9);
+  n.weight_bw = 0;
+  EXPECT_EQ(n.WeightBw(4), n.mem_bw);
+  // Attention: the measured speed, else the F32 matmul entry.
+  EXPECT_EQ(n.AttnFlops(), 4.25e9);
+  n.attn_flops = 0;
+  EXPECT_EQ(n.AttnFlops(), 33.25e9);
+  // Bad entries are errors naming the key.
+  auto bad = NodeInfoFromJson(R"({"mem_limit": 1, "mem_bw": 1, "weight_bw_batch": [1e9, -2]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("weight_bw_batch"), std::string::npos);
+  EXPECT_FALSE(NodeInfoFromJson(R"({"mem_limit": 1, "weight_bw_batch": 3})").ok());
+  EXPECT_FALSE(NodeInfoFromJson(R"({"mem_limit": 1, "attn_flops": -1})").ok());
 }
 
 TEST(NodeInfoTest, ValidateNames) {

@@ -17,6 +17,7 @@ double Lat(const NodeInfo& n, const PlanConfig& c) {
 NodeInfo MemoryOnly(const NodeInfo& n) {
   NodeInfo m = n;
   m.matmul_flops.clear();
+  m.attn_flops = 0;
   return m;
 }
 
@@ -47,14 +48,14 @@ Parts SplitLayer(const ModelProfile& p, const NodeInfo& node, const PlanConfig& 
   const double dense_params = static_cast<double>(L.matmul_params()) - x_params;
   const double kv = static_cast<double>(LayerKvBytesPerToken(p, c, l));
   const double state = static_cast<double>(LayerStateBytes(p, l));
-  const double f32 = node.FlopsFor(DType::kF32);
+  const double attn = node.AttnFlops();
   Parts r;
   // Dense shard: 1/d of the weights and of the sequences' cache per node.
   const double cache = prefill ? tokens * kv : tokens * (ctx * kv + 2 * state);
-  r.dense_mem = (dense_bytes + cache) / d / node.mem_bw;
+  r.dense_mem = (dense_bytes / node.WeightBw(tokens) + cache / node.mem_bw) / d;
   const double dense_comp = tokens *
                             (LayerMatmulSeconds(p, node, l, dense_params) +
-                             (f32 > 0 ? LayerAttentionFlops(p, l, ctx) / f32 : 0)) /
+                             (attn > 0 ? LayerAttentionFlops(p, l, ctx) / attn : 0)) /
                             d;
   r.dense = std::max(r.dense_mem, dense_comp);
   const double row = static_cast<double>(LinkRowBytes(c.link_dtype, p.hp.n_embd));
@@ -70,7 +71,7 @@ Parts SplitLayer(const ModelProfile& p, const NodeInfo& node, const PlanConfig& 
     // The busiest expert node: its share of the touched experts, at least one when any is.
     const double touched = std::min(per_node, std::max(1.0, per_node * p.ExpertsTouched(tokens)));
     const double assignments = std::max(1.0, tokens * k / xn);
-    const double mem = touched * one_expert / node.mem_bw;
+    const double mem = touched * one_expert / node.WeightBw(assignments / touched);
     const double comp = assignments * LayerMatmulSeconds(p, node, l, x_params / n_exp);
     r.experts = std::max(mem, comp);
     // Scatter to the experts and gather back: 2 tokens k rows leave / enter the dense shards.
@@ -78,7 +79,7 @@ Parts SplitLayer(const ModelProfile& p, const NodeInfo& node, const PlanConfig& 
     r.latency += 2.0 * lat;
   } else if (moe) {
     // Experts on the dense node(s) themselves.
-    const double mem = x_bytes * p.ExpertsTouched(tokens) / d / node.mem_bw;
+    const double mem = x_bytes * p.ExpertsTouched(tokens) / d / node.WeightBw(tokens);
     const double comp =
         tokens * LayerMatmulSeconds(p, node, l, x_params * p.moe.n_expert_used / p.moe.n_expert) /
         d;
@@ -94,7 +95,7 @@ Parts SplitHead(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c
   if (p.hp.tied_embeddings) head.Add(p.token_embd);
   const double dn = static_cast<double>(d);
   Parts r;
-  r.dense_mem = static_cast<double>(head.bytes) / dn / node.mem_bw;
+  r.dense_mem = static_cast<double>(head.bytes) / dn / node.WeightBw(rows);
   double comp = 0;
   for (const TypedParams& t : head.matmul) {
     const double f = node.FlopsFor(t.type);

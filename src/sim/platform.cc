@@ -31,6 +31,10 @@ void BuildStar(State* s, double bw, double lat) {
   s->hosts.reserve(static_cast<size_t>(s->report.hosts));
   for (int64_t i = 0; i < s->report.hosts; ++i)
     s->hosts.push_back(add("n" + std::to_string(i), bw));
+  // Shared cores: one multi-core host for the stages' execs (at most host_cores at full speed,
+  // more share them); it sends nothing, so it has no route.
+  if (s->opt.host_cores > 0)
+    s->machine = zone->create_host("machine", kHostSpeed)->set_core_count(s->opt.host_cores);
   zone->seal();
 }
 
@@ -70,6 +74,7 @@ Status BuildPlatform(State* s) {
   if (s->opt.topology == "star") {
     BuildStar(s, bw, lat);
   } else if (s->opt.topology == "fat-tree") {
+    if (s->opt.host_cores > 0) return Errorf("sim: --host-cores needs the star topology");
     BuildFatTree(s, bw, lat);
   } else {
     return Errorf("sim: unknown topology '{}' (star, fat-tree)", s->opt.topology);

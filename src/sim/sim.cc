@@ -53,7 +53,7 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, int32_t decode, int32_
       return false;
     }
     sg4::ExecPtr ex = sg4::this_actor::exec_init(c.busy_s * kHostSpeed);
-    ex->set_host(host);
+    ex->set_host(s->machine != nullptr ? s->machine : host);
     ex->start();
     ++s->report.activities;
     const bool ok = WaitOk(ex, c.busy_s);

@@ -41,6 +41,9 @@ struct SimOptions {
   // into micro-batches; more = lanes step independently, so consecutive steps overlap in the
   // pipeline; 0 = `shoal serve`'s default (one group per stage, 1 for recurrent models).
   int32_t pipeline_groups = 0;
+  // As planner::CapacityOptions::host_cores: the stages' compute runs on one simulated machine
+  // of this many cores (links stay per node); 0 = each node computes on its own host.
+  int32_t host_cores = 0;
   planner::LinkDType link_dtype = planner::LinkDType::kF16;  // activations on the wire
 };
 

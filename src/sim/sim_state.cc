@@ -40,7 +40,8 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   if (o.lanes < 0) return Errorf("sim: --lanes must be >= 0");
   if (o.workload.in < 1 || o.workload.out < 1 || !(o.workload.rate > 0))
     return Errorf("sim: workload needs rate > 0, in >= 1, out >= 1");
-  if (o.workload.closed < 0 || o.workload.requests < 0 || o.stages < 0 || o.step_overhead_s < 0)
+  if (o.workload.closed < 0 || o.workload.requests < 0 || o.stages < 0 || o.step_overhead_s < 0 ||
+      o.host_cores < 0)
     return Errorf("sim: closed, requests, stages and step overhead must be >= 0");
   if (o.context < o.workload.in + o.workload.out)
     return Errorf("sim: --context {} < in + out = {}", o.context, o.workload.in + o.workload.out);
@@ -57,6 +58,7 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   co.stages = o.stages;
   co.step_overhead_s = o.step_overhead_s;
   co.pipeline_groups = o.pipeline_groups;
+  co.host_cores = o.host_cores;
   co.link_dtype = o.link_dtype;
   SHOAL_ASSIGN_OR_RETURN(planner::CapacityReport one, planner::PlanCapacity(m, d, co));
   const int64_t reps = o.nodes / one.nodes_per_replica;

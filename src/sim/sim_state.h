@@ -78,6 +78,7 @@ struct State {
   std::deque<Lane> lanes;
   std::vector<simgrid::s4u::Host*> hosts;
   simgrid::s4u::Host* coordinator = nullptr;
+  simgrid::s4u::Host* machine = nullptr;       // opt.host_cores > 0: where every stage computes
   std::vector<int64_t> spares;                 // host indices
   std::unordered_map<int64_t, int32_t> owner;  // host index -> replica
   std::vector<uint8_t> dead;
