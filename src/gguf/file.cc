@@ -178,6 +178,13 @@ void File::DropPages(const uint8_t* p, uint64_t n) const {
     if (m->Contains(p)) m->DropPages(p, n);
 }
 
+bool File::InPageCache(const uint8_t* p, uint64_t n) const {
+  for (const auto& m : maps_)
+    if (m->Contains(p))
+      return m->mode() == MapMode::kMap && n <= static_cast<uint64_t>(m->data() + m->size() - p);
+  return false;
+}
+
 uint64_t File::file_bytes() const {
   uint64_t n = 0;
   for (const auto& m : maps_) n += m->size();

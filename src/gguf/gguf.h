@@ -120,6 +120,8 @@ class File {
   size_t num_files() const { return maps_.size(); }  // 1, or the number of split shards
   // MappedFile::DropPages on the shard holding [p, p + n) (tensor bytes the caller copied).
   void DropPages(const uint8_t* p, uint64_t n) const;
+  // True when [p, p + n) lies in a shard mapped with MapMode::kMap (4 KiB page-cache pages).
+  bool InPageCache(const uint8_t* p, uint64_t n) const;
   const std::string& file_path(size_t file_index) const { return maps_[file_index]->path(); }
   // Byte offset in file `file_index` where its data section (tensor offset 0) starts.
   uint64_t data_offset(size_t file_index = 0) const { return data_offsets_[file_index]; }

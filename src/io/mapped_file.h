@@ -35,6 +35,7 @@ class MappedFile {
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
   bool Contains(const uint8_t* p) const { return p >= data_ && p < data_ + size_; }
+  MapMode mode() const { return mode_; }
 
   // The caller holds its own copy of [p, p + n) (weights laid out at load): kMap drops the
   // whole pages inside the range from this process (RSS falls; reading them again faults them

@@ -3,6 +3,8 @@
 
 #include <sys/mman.h>
 
+#include <cstring>
+
 #include "io/mapped_file.h"
 #include "kernels/quant.h"
 
@@ -56,19 +58,30 @@ uint8_t* WeightArena::Take(uint64_t n) {
 
 Status PretileMatrices(const gguf::File& f, const std::vector<kernels::MatrixView*>& ms,
                        WeightArena* arena) {
+  auto bytes_of = [](const kernels::MatrixView& m) {
+    return static_cast<uint64_t>(m.rows) * m.row_bytes;
+  };
+  auto wanted = [&](const kernels::MatrixView* m) {
+    return m != nullptr && !m->tiled &&
+           (kernels::CanPretile(*m) || f.InPageCache(m->data, bytes_of(*m)));
+  };
   uint64_t total = 0;
   for (const kernels::MatrixView* m : ms)
-    if (m != nullptr && kernels::CanPretile(*m))
-      total += static_cast<uint64_t>(m->rows) * m->row_bytes + 64;
+    if (wanted(m)) total += bytes_of(*m) + 64;
   if (total == 0) return Status::Ok();
   SHOAL_RETURN_IF_ERROR(arena->Reserve(total));
   for (kernels::MatrixView* m : ms) {
-    if (m == nullptr || !kernels::CanPretile(*m)) continue;
-    const uint64_t bytes = static_cast<uint64_t>(m->rows) * m->row_bytes;
+    if (!wanted(m)) continue;
+    const uint64_t bytes = bytes_of(*m);
     uint8_t* dst = arena->Take(bytes);
     if (dst == nullptr) return Errorf("weight arena: out of room for a {}-byte matrix", bytes);
     const uint8_t* src = m->data;
-    *m = kernels::Pretile(*m, dst, /*pool=*/nullptr);
+    if (kernels::CanPretile(*m)) {
+      *m = kernels::Pretile(*m, dst, /*pool=*/nullptr);
+    } else {
+      std::memcpy(dst, src, bytes);
+      m->data = dst;
+    }
     f.DropPages(src, bytes);
   }
   return Status::Ok();
