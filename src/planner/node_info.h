@@ -40,9 +40,9 @@ struct NodeInfo {
 
   // Throughput for weights of `type` by the rule above (0 when nothing is listed).
   double FlopsFor(DType type) const;
-  // The weight-streaming rate by the rule above.
-  // At `tokens` tokens: interpolated in log2(tokens) over weight_bw_batch, its last entry
-  // beyond it (larger batches are priced by the compute roofline).
+  // The weight-streaming rate at `tokens` tokens: interpolated in log2(tokens) over
+  // weight_bw_batch, its last entry beyond it (larger batches are priced by the compute
+  // roofline); without a table, weight_bw, else mem_bw.
   double WeightBw(double tokens = 1) const;
   // Attention flops/s by the rule above (0: not counted).
   double AttnFlops() const { return attn_flops > 0 ? attn_flops : FlopsFor(DType::kF32); }

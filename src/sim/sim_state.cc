@@ -42,7 +42,7 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
     return Errorf("sim: workload needs rate > 0, in >= 1, out >= 1");
   if (o.workload.closed < 0 || o.workload.requests < 0 || o.stages < 0 || o.step_overhead_s < 0 ||
       o.host_cores < 0)
-    return Errorf("sim: closed, requests, stages and step overhead must be >= 0");
+    return Errorf("sim: closed, requests, stages, step overhead and host cores must be >= 0");
   if (o.context < o.workload.in + o.workload.out)
     return Errorf("sim: --context {} < in + out = {}", o.context, o.workload.in + o.workload.out);
   // One replica sized for 64 sequences (or its share of --concurrency; 64 keeps a pipeline of
