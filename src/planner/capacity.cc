@@ -120,24 +120,28 @@ double PrefillSeconds(const ModelProfile& p, const DevicePreset& d, const Capaci
   const double T = r.config.max_batched_tokens;
   const double chunk = std::min(T, prompt);
   const double chunks = n_prompts * std::ceil(prompt / chunk - 1e-9);
-  auto pass = [&](double rows, double* lat, double* busy) {
+  // A micro-batch of `rows` prompt rows from `prompts` prompts (each sampled once); every row
+  // attends within its own prompt, prompt / 2 positions on average.
+  auto pass = [&](double rows, double prompts, double* lat, double* busy) {
     *lat = 0;
     *busy = 0;
     for (const StageSpec& s : r.stages) {
-      const StepCost pc = StagePrefillCost(p, d.node, r.config, s, rows);
+      const StepCost pc = StageMixedCost(p, d.node, r.config, s, rows, prompts, prompt / 2);
       *lat += pc.latency_s;
       *busy = std::max(*busy, pc.busy_s);
     }
   };
   double lat = 0, busy = 0;
   if (r.groups > 1) {
-    pass(chunk, &lat, &busy);
+    pass(chunk, 1, &lat, &busy);
     return lat + (chunks - 1) * busy + r.opt.step_overhead_s;
   }
   const double per_step = std::min(chunks, std::max(1.0, std::floor(T / chunk)));
   const double steps = std::ceil(chunks / per_step - 1e-9);
   const double mbs = std::min(static_cast<double>(r.stages.size()), per_step);
-  pass(per_step * chunk / mbs, &lat, &busy);
+  // Sampled rows: the chunks that end a prompt, about one per prompt-sized share of the rows.
+  const double rows = per_step * chunk / mbs;
+  pass(rows, std::max(1.0, rows / prompt), &lat, &busy);
   return steps * (lat + (mbs - 1) * busy + r.opt.step_overhead_s);
 }
 

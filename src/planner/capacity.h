@@ -69,6 +69,12 @@ StepCost StageDecodeCost(const ModelProfile& p, const NodeInfo& node, const Plan
                          const StageSpec& s, double batch);
 StepCost StagePrefillCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
                           const StageSpec& s, double tokens);
+// A step of `rows` rows mixing prompt chunks and decodes (continuous batching), `sampled` of
+// them producing logits, each row attending to `ctx` positions on average: one forward pass,
+// so weights are read once and each row adds its compute as a prompt token does.
+// StagePrefillCost is one fresh chunk (sampled 1, ctx tokens / 2).
+StepCost StageMixedCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                        const StageSpec& s, double rows, double sampled, double ctx);
 
 struct WeightsBreakdown {
   uint64_t total = 0, embeddings = 0, head = 0, layers = 0, experts = 0, other = 0;

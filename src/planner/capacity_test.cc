@@ -272,6 +272,34 @@ TEST(Capacity, StagesSharingCoresOfOneMachine) {
   EXPECT_FALSE(PlanCapacity(*p, *d, o).ok());
 }
 
+TEST(Capacity, MixedStepsReadWeightsOnce) {
+  // One forward pass of 64 prompt rows and 3 decodes on a single whole-model stage: cheaper than
+  // a prefill step plus a decode step of its own (the weights are read once), dearer than the
+  // prompt alone (3 more rows of compute and 3 more logits rows).
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ4_0);
+  auto d = FindDevicePreset("rpi5-8g");
+  ASSERT_TRUE(p.ok() && d.ok());
+  CapacityOptions o;
+  o.context = 512;
+  auto r = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->stages.size(), 1u);
+  const StageSpec& s = r->stages[0];
+  const StepCost pre = StagePrefillCost(*p, d->node, r->config, s, 64);
+  const StepCost dec = StageDecodeCost(*p, d->node, r->config, s, 3);
+  const StepCost mix = StageMixedCost(*p, d->node, r->config, s, 67, 4, 32);
+  EXPECT_GT(mix.busy_s, pre.busy_s);
+  EXPECT_LT(mix.busy_s, 0.98 * (pre.busy_s + dec.busy_s));
+  // One chunk from position 0 is the mixed cost of its rows at half their length.
+  const StepCost same = StageMixedCost(*p, d->node, r->config, s, 64, 1, 32);
+  EXPECT_DOUBLE_EQ(same.busy_s, pre.busy_s);
+  // Four 64-token prompts packed in one step attend within their own prompt: cheaper than one
+  // 256-token prompt, whose rows attend to 128 positions on average.
+  const StepCost packed = StageMixedCost(*p, d->node, r->config, s, 256, 4, 32);
+  const StepCost longer = StagePrefillCost(*p, d->node, r->config, s, 256);
+  EXPECT_LT(packed.busy_s, longer.busy_s);
+}
+
 TEST(Presets, UnknownNamesAreErrors) {
   EXPECT_FALSE(FindDevicePreset("pdp-11").ok());
   EXPECT_FALSE(ModelPresetProfile("gpt-9", std::nullopt).ok());

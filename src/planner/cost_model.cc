@@ -69,7 +69,8 @@ Status ValidateConfig(const PlanConfig& c) {
     return Errorf("plan: KV cache type {} not supported (use f16 or f32)", DTypeName(c.kv_dtype));
   if (!(c.link_bw > 0) || !(c.link_latency_s >= 0))
     return Errorf("plan: link bandwidth must be > 0 and latency >= 0");
-  if (c.decode_context < 0) return Errorf("plan: decode_context must be >= 0");
+  if (c.decode_context < 0 || !(c.prefill_context >= 0))
+    return Errorf("plan: decode_context and prefill_context must be >= 0");
   return Status::Ok();
 }
 
@@ -155,23 +156,29 @@ double LayerPrefillSeconds(const ModelProfile& p, const NodeInfo& node, const Pl
   const double expert_bytes =
       p.experts.empty() ? 0 : static_cast<double>(p.experts[static_cast<size_t>(l)].bytes);
   // A batch of B prompt tokens reads the weights (the experts it touches) once and writes B
-  // rows of K/V; its tokens attend on average to B / 2 positions (a fresh prompt chunk).
+  // rows of K/V; its tokens attend on average to PrefillContext() positions (B / 2 for a
+  // fresh chunk of B).
   const double weights =
       static_cast<double>(L.bytes) - expert_bytes + expert_bytes * p.ExpertsTouched(B);
   const double mem_s =
       weights / B / node.WeightBw(B) + static_cast<double>(KvPerTokenLayer(p, c, l)) / node.mem_bw;
   const double compute_s = LayerMatmulSeconds(p, node, l, p.ActiveParams(l)) +
-                           AttnSeconds(node, LayerAttentionFlops(p, l, B / 2));
+                           AttnSeconds(node, LayerAttentionFlops(p, l, c.PrefillContext()));
   return std::max(mem_s, compute_s);
+}
+
+double HeadSeconds(const ModelProfile& p, const NodeInfo& node, double rows) {
+  TensorCost head = p.head;
+  if (p.hp.tied_embeddings) head.Add(p.token_embd);
+  // The weights once per step, the compute per row of logits.
+  return std::max(static_cast<double>(head.bytes) / node.WeightBw(rows),
+                  rows * MatmulSeconds(head, node, 2.0));
 }
 
 double ExtrasDecodeSeconds(const ModelProfile& p, const NodeInfo& node, int32_t first,
                            int32_t last) {
   if (last != p.n_layer()) return 0;  // the first stage's embedding lookup reads one row
-  TensorCost head = p.head;
-  if (p.hp.tied_embeddings) head.Add(p.token_embd);
-  return std::max(static_cast<double>(head.bytes) / node.WeightBw(),
-                  MatmulSeconds(head, node, 2.0));
+  return HeadSeconds(p, node, 1.0);
 }
 
 StageTime EstimateStageTime(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
@@ -189,13 +196,7 @@ double EstimateStageStepSeconds(const ModelProfile& p, const NodeInfo& node, con
                                 int32_t first, int32_t last, double batch) {
   double s = 0;
   for (int32_t l = first; l < last; ++l) s += LayerDecodeStepSeconds(p, node, c, l, batch);
-  // The output head: weights once per step, compute per sequence.
-  if (last == p.n_layer()) {
-    TensorCost head = p.head;
-    if (p.hp.tied_embeddings) head.Add(p.token_embd);
-    s += std::max(static_cast<double>(head.bytes) / node.WeightBw(batch),
-                  batch * MatmulSeconds(head, node, 2.0));
-  }
+  if (last == p.n_layer()) s += HeadSeconds(p, node, batch);  // the output head
   return s;
 }
 

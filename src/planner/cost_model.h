@@ -36,10 +36,16 @@ struct PlanConfig {
   // Context at which decode time is estimated (KV read and attention); 0 = max_model_len / 2,
   // the mean context of a sequence that fills its window.
   int32_t decode_context = 0;
+  // Mean context a prompt token attends to in prefill; 0 = max_batched_tokens / 2 (one fresh
+  // chunk of a full batch). Several prompts packed in one step each attend within their own.
+  double prefill_context = 0;
   Balance balance = Balance::kDecode;
   uint64_t process_overhead = kProcessOverheadBytes;
 
   int32_t DecodeContext() const { return decode_context > 0 ? decode_context : max_model_len / 2; }
+  double PrefillContext() const {
+    return prefill_context > 0 ? prefill_context : max_batched_tokens / 2.0;
+  }
 };
 Status ValidateConfig(const PlanConfig& c);
 
@@ -83,6 +89,8 @@ double LayerMatmulSeconds(const ModelProfile& p, const NodeInfo& node, int32_t l
 // Attention flops of one query token of layer l at context ctx.
 double LayerAttentionFlops(const ModelProfile& p, int32_t l, double ctx);
 
+// Seconds of the output head producing `rows` rows of logits in one step.
+double HeadSeconds(const ModelProfile& p, const NodeInfo& node, double rows);
 // Seconds per decode token of a stage's extra tensors (the output head on the last stage).
 double ExtrasDecodeSeconds(const ModelProfile& p, const NodeInfo& node, int32_t first,
                            int32_t last);

@@ -121,15 +121,17 @@ StepCost FromParts(const Parts& r, double hop_bytes, const NodeInfo& node, const
   return s;
 }
 
+// `tokens` rows through the stage, `sampled` of them producing logits on the last stage; a
+// prefill step prices its rows as prompt tokens attending to `ctx` positions on average
+// (compute per row, weights once), a decode step as sequences at the decode context.
 StepCost Cost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c, const StageSpec& s,
-              double tokens, bool prefill) {
+              double tokens, double sampled, bool prefill, double ctx) {
   const double row = static_cast<double>(LinkRowBytes(c.link_dtype, p.hp.n_embd));
   // The stage that produces logits (the output head, alone or after the last layers).
   const bool last = s.first_layer >= p.n_layer() ||
                     (!s.embed_only && !s.layer_group && s.last_layer >= p.n_layer());
   // The last stage sends the f32 logits of every sampled row to the coordinator, which samples
   // (dist today): one row per sequence in decode, one per prompt chunk in prefill.
-  const double sampled = prefill ? 1.0 : tokens;
   const double hop_bytes = last ? 4.0 * static_cast<double>(p.hp.n_vocab) * sampled : row * tokens;
   if (s.embed_only) {
     StepCost e;
@@ -140,18 +142,18 @@ StepCost Cost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c, 
   }
   Parts r;
   if (s.first_layer >= p.n_layer()) {
-    r = SplitHead(p, node, c, s.dense_nodes, prefill ? 1.0 : tokens);
+    r = SplitHead(p, node, c, s.dense_nodes, sampled);
   } else if (s.layer_group) {
-    const double ctx = prefill ? tokens / 2 : c.DecodeContext();
-    r = SplitLayer(p, node, c, s, tokens, ctx, prefill);
+    r = SplitLayer(p, node, c, s, tokens, prefill ? ctx : c.DecodeContext(), prefill);
   } else if (prefill) {
     PlanConfig pc = c;
     pc.max_batched_tokens = std::max(1, static_cast<int32_t>(tokens));
+    pc.prefill_context = ctx;
     const double t = EstimateStageTime(p, node, pc, s.first_layer, s.last_layer).prefill_s;
     r.dense = t * tokens;
     r.dense_mem =
         EstimateStageTime(p, MemoryOnly(node), pc, s.first_layer, s.last_layer).prefill_s * tokens;
-    if (last) r.dense += ExtrasDecodeSeconds(p, node, s.first_layer, s.last_layer);
+    if (last) r.dense += HeadSeconds(p, node, sampled);
   } else {
     r.dense = EstimateStageStepSeconds(p, node, c, s.first_layer, s.last_layer, tokens);
     r.dense_mem =
@@ -164,12 +166,20 @@ StepCost Cost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c, 
 
 StepCost StageDecodeCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
                          const StageSpec& s, double batch) {
-  return Cost(p, node, c, s, std::max(batch, 1.0), false);
+  const double b = std::max(batch, 1.0);
+  return Cost(p, node, c, s, b, b, false, 0);
 }
 
 StepCost StagePrefillCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
                           const StageSpec& s, double tokens) {
-  return Cost(p, node, c, s, std::max(tokens, 1.0), true);
+  const double t = std::max(tokens, 1.0);
+  return Cost(p, node, c, s, t, 1.0, true, t / 2);
+}
+
+StepCost StageMixedCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+                        const StageSpec& s, double rows, double sampled, double ctx) {
+  return Cost(p, node, c, s, std::max(rows, 1.0), std::max(sampled, 1.0), true,
+              std::max(ctx, 0.5));
 }
 
 }  // namespace shoal::planner

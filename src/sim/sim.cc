@@ -38,13 +38,31 @@ bool WaitOk(const sg4::ActivityPtr& a, double expected_s) {
   }
 }
 
-// Runs one micro-batch of `decode` + `prefill` tokens (`sampled` of them produce logits)
+// What one lane's step plan holds.
+struct Counts {
+  int32_t decode = 0, prefill = 0, sampled = 0;
+  double ctx = 0;  // mean positions a row attends to (its own included)
+};
+Counts CountPlan(const StepPlan& plan) {
+  Counts n;
+  double ctx_sum = 0;
+  for (const ScheduledChunk& c : plan.chunks) {
+    (c.n == 1 && c.samples ? n.decode : n.prefill) += c.n;
+    n.sampled += c.samples ? 1 : 0;
+    ctx_sum += c.n * (c.start + (c.n + 1) / 2.0);
+  }
+  n.ctx = n.decode + n.prefill > 0 ? ctx_sum / (n.decode + n.prefill) : 0;
+  return n;
+}
+
+// Runs one micro-batch of `n.decode` + `n.prefill` rows (`n.sampled` of them produce logits)
 // through the replica's stages. Each stage computes in arrival order behind its mutex in `fifo`
 // (a node has one compute thread). False when an activity failed (host off) or the epoch moved.
-bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, int32_t decode, int32_t prefill,
-                   int32_t sampled, const std::vector<sg4::MutexPtr>& fifo) {
+bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
+                   const std::vector<sg4::MutexPtr>& fifo) {
+  const int32_t decode = n.decode, prefill = n.prefill, sampled = n.sampled;
   for (size_t i = 0; i < s->stages.size(); ++i) {
-    const planner::StepCost c = s->Cost(i, decode, prefill);
+    const planner::StepCost c = s->Cost(i, decode, prefill, sampled, n.ctx);
     sg4::Host* host = s->hosts[static_cast<size_t>(rep->primary[i])];
     if (!host->is_on() || rep->epoch != epoch) return false;
     fifo[i]->lock();  // the host may have gone off while this waited for its turn
@@ -60,31 +78,21 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, int32_t decode, int32_
     fifo[i]->unlock();
     if (!ok || rep->epoch != epoch) return false;
     if (rep->index == 0) s->report.stage_util[i] += c.busy_s;
+    // Hidden rows to the next stage; the last stage's logits to the coordinator. The cost's
+    // latency beyond its busy time, less this hop (sent as a Comm below), is waited out here.
     const bool last = i + 1 == s->stages.size();
-    const double rest = c.latency_s - c.busy_s - (last ? 0 : s->HopSeconds(decode + prefill));
+    const uint64_t bytes = std::max<uint64_t>(
+        1, last ? s->ReturnBytes(sampled) : s->row_bytes * static_cast<uint64_t>(decode + prefill));
+    const double hop = s->HopSeconds(bytes);
+    const double rest = c.latency_s - c.busy_s - hop;
     if (rest > 0) sg4::this_actor::sleep_for(rest);
-    // Hidden rows to the next stage; the last stage's logits to the coordinator.
     sg4::Host* next = last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
     if (!host->is_on() || !next->is_on()) return false;  // either may fail during `rest`
-    const uint64_t bytes =
-        last ? s->ReturnBytes(sampled) : s->row_bytes * static_cast<uint64_t>(decode + prefill);
-    sg4::CommPtr cm = sg4::Comm::sendto_async(host, next, std::max<uint64_t>(bytes, 1));
+    sg4::CommPtr cm = sg4::Comm::sendto_async(host, next, bytes);
     ++s->report.activities;
-    if (!WaitOk(cm, s->HopSeconds(decode + prefill))) return false;
+    if (!WaitOk(cm, hop)) return false;
   }
   return rep->epoch == epoch;
-}
-
-struct Counts {
-  int32_t decode = 0, prefill = 0, sampled = 0;
-};
-Counts CountPlan(const StepPlan& plan) {
-  Counts n;
-  for (const ScheduledChunk& c : plan.chunks) {
-    (c.n == 1 && c.samples ? n.decode : n.prefill) += c.n;
-    n.sampled += c.samples ? 1 : 0;
-  }
-  return n;
 }
 
 bool Finished(const State* s, double now) {
@@ -123,7 +131,7 @@ void LaneLoop(State* s, Lane* L, const std::vector<sg4::MutexPtr>& fifo) {
       continue;
     }
     const Counts n = CountPlan(plan);
-    if (!RunMicroBatch(s, rep, epoch, n.decode, n.prefill, n.sampled, fifo)) {
+    if (!RunMicroBatch(s, rep, epoch, n, fifo)) {
       L->LoseKv(s);  // the kept tokens recompute their KV once the replica is back
       continue;
     }
@@ -169,7 +177,7 @@ void ReplicaLoop(State* s, Replica* rep, std::vector<Lane*> lanes,
       if (plans[k].chunks.empty()) continue;
       const Counts n = CountPlan(plans[k]);
       mbs.push_back(sg4::Actor::create("mb", s->coordinator, [=, &fifo] {
-        if (!RunMicroBatch(s, rep, epoch, n.decode, n.prefill, n.sampled, fifo)) *ok = false;
+        if (!RunMicroBatch(s, rep, epoch, n, fifo)) *ok = false;
       }));
     }
     if (mbs.empty()) {

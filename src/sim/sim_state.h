@@ -91,8 +91,11 @@ struct State {
 
   Status Init(const planner::ModelProfile& m, const planner::DevicePreset& d, const SimOptions& o);
   void AssignHosts();
-  planner::StepCost Cost(size_t stage, int32_t decode, int32_t prefill);
-  double HopSeconds(int32_t tokens) const;
+  // One micro-batch of `decode` sequences and `prefill` prompt rows, `sampled` rows of logits;
+  // with prompt rows, every row attends to `ctx` positions on average.
+  planner::StepCost Cost(size_t stage, int32_t decode, int32_t prefill, int32_t sampled,
+                         double ctx);
+  double HopSeconds(uint64_t bytes) const;  // transfer at the node's link rate + latency
   void FailRandomHost(double now);
   uint64_t ReturnBytes(int32_t sampled) const;  // logits of the sampled rows to the coordinator
   void Finalize();
