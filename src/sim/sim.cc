@@ -38,6 +38,21 @@ bool WaitOk(const sg4::ActivityPtr& a, double expected_s) {
   }
 }
 
+// The coordinator's work after each step (sampling, bookkeeping): on the shared machine of
+// --host-cores it is computed there beside the stages, else it only takes time.
+void StepOverhead(State* s) {
+  if (s->opt.step_overhead_s <= 0) return;
+  if (s->machine == nullptr) {
+    sg4::this_actor::sleep_for(s->opt.step_overhead_s);
+    return;
+  }
+  sg4::ExecPtr ex = sg4::this_actor::exec_init(s->opt.step_overhead_s * kHostSpeed);
+  ex->set_host(s->machine);
+  ex->start();
+  ++s->report.activities;
+  WaitOk(ex, s->opt.step_overhead_s);
+}
+
 // What one lane's step plan holds.
 struct Counts {
   int32_t decode = 0, prefill = 0, sampled = 0;
@@ -135,7 +150,7 @@ void LaneLoop(State* s, Lane* L, const std::vector<sg4::MutexPtr>& fifo) {
       L->LoseKv(s);  // the kept tokens recompute their KV once the replica is back
       continue;
     }
-    if (s->opt.step_overhead_s > 0) sg4::this_actor::sleep_for(s->opt.step_overhead_s);
+    StepOverhead(s);
     L->Complete(s, plan, sg4::Engine::get_clock());
   }
 }
@@ -190,7 +205,7 @@ void ReplicaLoop(State* s, Replica* rep, std::vector<Lane*> lanes,
       for (Lane* L : lanes) L->LoseKv(s);
       continue;
     }
-    if (s->opt.step_overhead_s > 0) sg4::this_actor::sleep_for(s->opt.step_overhead_s);
+    StepOverhead(s);
     const double done = sg4::Engine::get_clock();
     for (size_t k = 0; k < lanes.size(); ++k)
       if (!plans[k].chunks.empty()) lanes[k]->Complete(s, plans[k], done);
