@@ -192,9 +192,9 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   pass(r->micro_batch, &sum_lat, &max_busy, &busiest, &bound);
   // Stages sharing C cores: a round's G m_g micro-batches through every stage, and the
   // coordinator's overhead after each of the G group steps, on min(C, S) cores.
-  const double shared = r->opt.host_cores > 0 ? G * (m_g * sum_busy + ovh) /
-                                                    std::min<double>(r->opt.host_cores, S)
-                                              : 0;
+  const double shared = r->opt.host_cores > 0
+                            ? G * (m_g * sum_busy + ovh) / std::min<double>(r->opt.host_cores, S)
+                            : 0;
   pass(1, &single, &unused, nullptr, nullptr);
   const double group_step = sum_lat + (m_g - 1) * max_busy + ovh;
   const double full = std::max(G * m_g * max_busy, shared);

@@ -178,8 +178,7 @@ StepCost StagePrefillCost(const ModelProfile& p, const NodeInfo& node, const Pla
 
 StepCost StageMixedCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
                         const StageSpec& s, double rows, double sampled, double ctx) {
-  return Cost(p, node, c, s, std::max(rows, 1.0), std::max(sampled, 1.0), true,
-              std::max(ctx, 0.5));
+  return Cost(p, node, c, s, std::max(rows, 1.0), std::max(sampled, 1.0), true, std::max(ctx, 0.5));
 }
 
 }  // namespace shoal::planner

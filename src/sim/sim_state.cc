@@ -168,7 +168,8 @@ void State::AssignHosts() {
 planner::StepCost State::Cost(size_t stage, int32_t decode, int32_t prefill, int32_t sampled,
                               double ctx) {
   const size_t cap = decode_cost[stage].size() - 1;
-  if (prefill == 0) return decode_cost[stage][std::min(static_cast<size_t>(std::max(decode, 1)), cap)];
+  if (prefill == 0)
+    return decode_cost[stage][std::min(static_cast<size_t>(std::max(decode, 1)), cap)];
   // Prompt chunks and decodes in one step run as one batch of rows (the engine's forward pass):
   // the weights are read once and the decodes add their rows' compute, not a decode step of
   // their own (planner::StageMixedCost). A few per request: priced as met.
