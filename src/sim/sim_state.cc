@@ -139,14 +139,10 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   report.requests_arrived = static_cast<int64_t>(requests.size());
   const size_t max_tokens = static_cast<size_t>(plan.config.max_batched_tokens) + 1;
   decode_cost.assign(stages.size(), std::vector<planner::StepCost>(max_tokens));
-  prefill_cost.assign(stages.size(), std::vector<planner::StepCost>(max_tokens));
   for (size_t i = 0; i < stages.size(); ++i)
-    for (size_t t = 1; t < max_tokens; ++t) {
+    for (size_t t = 1; t < max_tokens; ++t)
       decode_cost[i][t] =
           planner::StageDecodeCost(m, d.node, plan.config, stages[i], static_cast<double>(t));
-      prefill_cost[i][t] =
-          planner::StagePrefillCost(m, d.node, plan.config, stages[i], static_cast<double>(t));
-    }
   return Status::Ok();
 }
 

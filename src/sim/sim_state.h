@@ -86,8 +86,8 @@ struct State {
   SimReport report;
   std::vector<double> recoveries;
   double last_done = 0;  // completion time of the last request
-  // Stage costs by tokens: decode[stage][b], prefill[stage][t].
-  std::vector<std::vector<planner::StepCost>> decode_cost, prefill_cost;
+  // Decode step costs by batch: decode_cost[stage][b] (steps with prompt rows are priced as met).
+  std::vector<std::vector<planner::StepCost>> decode_cost;
 
   Status Init(const planner::ModelProfile& m, const planner::DevicePreset& d, const SimOptions& o);
   void AssignHosts();
