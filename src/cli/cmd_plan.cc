@@ -1,6 +1,7 @@
 // `shoal plan`: how many of a device a model needs, how it is placed and how fast it runs.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -47,16 +48,34 @@ Result<planner::ModelProfile> LoadModelProfile(const std::string& model,
   return planner::ModelPresetProfile(model, type);
 }
 
-Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads, int head_dim) {
+Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads,
+                                         const planner::ModelProfile& model) {
   if (device == "local") {
     // This machine, measured as `shoal node` measures itself (STREAM triad, weight streaming,
-    // matmul and attention speed at the model's head width); a node may use 80% of the memory
+    // matmul and attention speed) at the model's shapes; a node may use 80% of the memory
     // available now.
+    const HParams& hp = model.hp;
+    dist::MeasureShape shape;  // a width the model leaves 0 keeps its default
+    const int64_t ff = hp.n_ff > 0 ? hp.n_ff : hp.n_ff_exp;
+    if (hp.head_dim_k > 0) shape.head_dim = static_cast<int>(hp.head_dim_k);
+    if (hp.n_embd > 0) shape.n_embd = hp.n_embd;
+    if (ff > 0) shape.n_ff = ff;
+    if (hp.q_dim() > 0) shape.q_rows = hp.q_dim();
+    if (hp.k_dim() > 0) shape.kv_rows = hp.k_dim();
+    auto add_types = [&](const planner::TensorCost& c) {
+      for (const planner::TypedParams& t : c.matmul)
+        if (std::find(shape.types.begin(), shape.types.end(), t.type) == shape.types.end())
+          shape.types.push_back(t.type);
+    };
+    for (const planner::TensorCost& l : model.layers) add_types(l);
+    add_types(model.head);
     SHOAL_ASSIGN_OR_RETURN(uint64_t mem, ParseMemSize("0.8", "--device local"));
     planner::DevicePreset d;
     d.name = "local";
     d.description = "this machine (measured)";
-    d.node = dist::MeasureNode("local", "", mem, ResolveThreads(threads), head_dim);
+    d.node = dist::MeasureNode("local", "", mem, ResolveThreads(threads), shape);
+    // Stages started on this one machine (`cluster up`) share its memory bus.
+    d.node.corun_slowdown = dist::MeasureCoRunSlowdown(shape, HardwareThreads());
     d.mem_total = mem;
     for (const auto& [t, f] : d.node.matmul_flops) d.peak_flops = std::max(d.peak_flops, f);
     return d;
@@ -146,7 +165,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
       auto profile = LoadModelProfile(o->model, type);
       if (!profile.ok()) return Fail(profile.status());
       o->cap.step_overhead_s = o->step_overhead_ms * 1e-3;
-      auto device = LoadDevice(o->device, o->threads, static_cast<int>(profile->hp.head_dim_k));
+      auto device = LoadDevice(o->device, o->threads, *profile);
       if (!device.ok()) return Fail(device.status());
       if (!o->link.empty()) {
         auto l = planner::FindLinkPreset(o->link);

@@ -10,7 +10,8 @@ namespace shoal::cli {
 
 // From cmd_plan.cc: a model preset or .gguf, and a device preset, "local" or .json.
 Result<planner::ModelProfile> LoadModelProfile(const std::string& model, std::optional<DType> type);
-Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads, int head_dim);
+Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads,
+                                         const planner::ModelProfile& model);
 // From cmd_plan.cc: --link-mbit / --link-latency-us override the device's link.
 void OverrideLink(planner::DevicePreset* d, double mbit, double latency_us);
 
@@ -78,7 +79,7 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
       }
       auto profile = LoadModelProfile(o->model, std::nullopt);
       if (!profile.ok()) return Fail(profile.status());
-      auto device = LoadDevice(o->device, o->threads, static_cast<int>(profile->hp.head_dim_k));
+      auto device = LoadDevice(o->device, o->threads, *profile);
       if (!device.ok()) return Fail(device.status());
       OverrideLink(&*device, o->link_mbit, o->link_latency_us);
       o->sim.step_overhead_s = o->step_overhead_ms * 1e-3;

@@ -4,7 +4,10 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "dist/node_agent.h"
@@ -24,6 +27,11 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 }
 
 // The typical pass, not the luckiest: a node computes for seconds at a time.
+// The types of the model zoo's files: Q4_0/Q8_0/F16 layers, K-quant mixes (Q4_K_M's Q6_K
+// output head and FFN down matrices), MXFP4 experts.
+constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ8_0, DType::kF16,  DType::kQ4_K,
+                            DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
+
 double Median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
   return v[v.size() / 2];
@@ -56,42 +64,134 @@ double MatMulFlops(DType t, ThreadPool* pool) {
   return 2.0 * rows * cols * tokens / std::max(Median(times), 1e-9);
 }
 
+// The matrices of one weight-streaming round: one decoder layer's dense matrices as [rows,
+// cols] (attention q, k, v, output; FFN gate, up, down), in the order decode reads them,
+// repeated until a round holds 64 MiB: twice the 32 MiB L3 of the largest CPU here, so each
+// round reads DRAM, as a decode token does. The shapes matter: on a Zen 4 VM, 4096-wide Q4_0
+// matrices streamed at ~26 GB/s and the 2048- and 5632-wide ones of a 1B-wide model at ~19,
+// the rate its decode reached.
+class StreamSet {
+ public:
+  StreamSet(const MeasureShape& shape, DType type, ThreadPool* pool) {
+    const int64_t e = std::max<int64_t>(shape.n_embd, 32), ff = std::max<int64_t>(shape.n_ff, 32);
+    const int64_t q = std::max<int64_t>(shape.q_rows, 32);
+    const int64_t kv = std::max<int64_t>(shape.kv_rows, 32);
+    const std::pair<int64_t, int64_t> layer[] = {{q, e},  {kv, e}, {kv, e}, {e, q},
+                                                 {ff, e}, {ff, e}, {e, ff}};
+    // At most 16 MiB a matrix (rows cut in multiples of 64), so that a round of a large model's
+    // layer stays near 64-80 MiB for a 256 MiB node.
+    constexpr uint64_t kRoundBytes = uint64_t{64} << 20, kMatrixCap = uint64_t{16} << 20;
+    std::vector<kernels::MatrixView> shapes;
+    uint64_t largest = 0;
+    for (size_t i = 0; total_ < kRoundBytes; i = (i + 1) % std::size(layer)) {
+      const int64_t cols = (layer[i].second + 255) / 256 * 256;  // whole blocks of any type
+      const uint64_t row_bytes = RowBytes(type, cols).value_or(0);
+      if (row_bytes == 0) return;
+      int64_t rows = layer[i].first;
+      if (row_bytes * static_cast<uint64_t>(rows) > kMatrixCap)
+        rows = std::max<int64_t>(64, static_cast<int64_t>(kMatrixCap / row_bytes) / 64 * 64);
+      shapes.push_back({type, rows, cols, nullptr, row_bytes});
+      total_ += row_bytes * static_cast<uint64_t>(rows);
+      largest = std::max(largest, row_bytes * static_cast<uint64_t>(rows));
+    }
+    // Laid out as the model holds them, from one zero source matrix (the kernels' speed does
+    // not depend on the values).
+    std::vector<uint8_t> src(largest, 0);
+    Result<uint8_t*> mem = MapAnonymousHuge(total_, "weight-stream measurement");
+    if (!mem.ok()) return;
+    mem_ = *mem;
+    uint8_t* dst = mem_;
+    for (kernels::MatrixView v : shapes) {
+      const uint64_t bytes = v.row_bytes * static_cast<uint64_t>(v.rows);
+      v.data = src.data();
+      if (kernels::CanPretile(v)) {
+        views_.push_back(kernels::Pretile(v, dst, pool));
+      } else {
+        std::copy(src.begin(), src.begin() + static_cast<ptrdiff_t>(bytes), dst);
+        views_.push_back({v.type, v.rows, v.cols, dst, v.row_bytes});
+      }
+      dst += bytes;
+      max_rows_ = std::max(max_rows_, v.rows);
+      max_cols_ = std::max(max_cols_, v.cols);
+    }
+  }
+  ~StreamSet() {
+    if (mem_ != nullptr) ::munmap(mem_, total_);
+  }
+  StreamSet(const StreamSet&) = delete;
+  StreamSet& operator=(const StreamSet&) = delete;
+
+  bool ok() const { return mem_ != nullptr; }
+  uint64_t bytes() const { return total_; }
+
+  // The seconds of each of `rounds` passes over every matrix at `tokens` tokens, after one
+  // untimed pass.
+  std::vector<double> Rounds(int64_t tokens, int rounds, ThreadPool* pool) {
+    std::vector<float> x(static_cast<size_t>(tokens * max_cols_), 0.5f), y(tokens * max_rows_);
+    std::vector<double> times;
+    for (int r = 0; r <= rounds; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const kernels::MatrixView& v : views_)
+        kernels::MatMul(v, x.data(), v.cols, tokens, y.data(), v.rows, pool, &scratch_);
+      if (r > 0) times.push_back(Seconds(t0));
+    }
+    return times;
+  }
+
+ private:
+  std::vector<kernels::MatrixView> views_;
+  kernels::MatMulScratch scratch_;
+  uint8_t* mem_ = nullptr;
+  uint64_t total_ = 0;
+  int64_t max_rows_ = 0, max_cols_ = 0;
+};
+
 }  // namespace
 
-double MeasureWeightStream(ThreadPool* pool, int64_t tokens) {
-  // 7 Q4_0 matrices of [4096, 4096] (9 MiB each, the size of a 7B model's attention matrices),
-  // laid out as the model holds them, 63 MiB in all: twice the 32 MiB L3 of the largest CPU
-  // here, so each round reads DRAM, as a decode token does. One source matrix is laid out 7
-  // times, so the transient peak is 72 MiB (freed before weights load).
-  const int64_t rows = 4096, cols = 4096, copies = 7;
-  const uint64_t row_bytes = *RowBytes(DType::kQ4_0, cols);
-  const uint64_t bytes = row_bytes * static_cast<uint64_t>(rows);
-  std::vector<uint8_t> src(bytes, 0);
-  Result<uint8_t*> pool_mem = MapAnonymousHuge(bytes * copies, "weight-stream measurement");
-  if (!pool_mem.ok()) return 0;
-  kernels::MatrixView base{DType::kQ4_0, rows, cols, src.data(), row_bytes};
-  std::vector<kernels::MatrixView> views;
-  for (int64_t i = 0; i < copies; ++i) {
-    uint8_t* dst = *pool_mem + bytes * static_cast<uint64_t>(i);
-    views.push_back(kernels::CanPretile(base)
-                        ? kernels::Pretile(base, dst, pool)
-                        : kernels::MatrixView{base.type, rows, cols, dst, row_bytes});
-    if (!views.back().tiled) std::copy(src.begin(), src.end(), dst);
+double MeasureWeightStream(ThreadPool* pool, int64_t tokens, const MeasureShape& shape,
+                           DType type) {
+  StreamSet set(shape, type, pool);
+  if (!set.ok()) return 0;
+  // The median of 15 rounds (each ~4 ms at 16 GB/s): decode streams for seconds, so the
+  // typical round, not the luckiest, is its rate (on this shared host the best of 15 read
+  // 15-24 GB/s from one run to the next and ran ~30% ahead of served decode).
+  return static_cast<double>(set.bytes()) / std::max(Median(set.Rounds(tokens, 15, pool)), 1e-9);
+}
+
+std::vector<double> MeasureCoRunSlowdown(const MeasureShape& shape, int cores) {
+  std::vector<double> slowdown;
+  if (cores < 2) return slowdown;
+  // One single-threaded stream set per core, each laid out by the thread that reads it.
+  std::vector<std::unique_ptr<StreamSet>> sets(static_cast<size_t>(cores));
+  for (auto& set : sets) {
+    set = std::make_unique<StreamSet>(shape, DType::kQ4_0, nullptr);
+    if (!set->ok()) return slowdown;
   }
-  std::vector<float> x(static_cast<size_t>(tokens * cols), 0.5f), y(tokens * rows);
-  kernels::MatMulScratch scratch;
-  // A warm-up round, then the median of 15 (each round ~4 ms at 16 GB/s): decode streams for
-  // seconds, so the typical round, not the luckiest, is its rate (on this shared host the best
-  // of 15 read 15-24 GB/s from one run to the next and ran ~30% ahead of served decode).
-  std::vector<double> times;
-  for (int r = 0; r < 16; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (const kernels::MatrixView& v : views)
-      kernels::MatMul(v, x.data(), cols, tokens, y.data(), rows, pool, &scratch);
-    if (r > 0) times.push_back(Seconds(t0));
+  // Alone and together three times, alternating, 8 rounds each (~30-60 ms): the host's bandwidth
+  // drifted by +-25% over seconds here, and the ratio of neighbouring phases is what matters.
+  constexpr int kRounds = 8, kRepeats = 3;
+  for (int64_t tokens : {1, 2, 4, 8}) {
+    std::vector<double> alone, together;
+    for (int rep = 0; rep < kRepeats; ++rep) {
+      const std::vector<double> a = sets[0]->Rounds(tokens, kRounds, nullptr);
+      alone.insert(alone.end(), a.begin(), a.end());
+      std::atomic<int> ready{0};
+      std::vector<std::vector<double>> per(sets.size());
+      std::vector<std::thread> threads;
+      for (size_t i = 0; i < sets.size(); ++i)
+        threads.emplace_back([&, i] {
+          // Start together: every thread spins until all have arrived.
+          ready.fetch_add(1);
+          while (ready.load() < cores) {
+          }
+          per[i] = sets[i]->Rounds(tokens, kRounds, nullptr);
+        });
+      for (auto& t : threads) t.join();
+      for (const auto& v : per) together.insert(together.end(), v.begin(), v.end());
+    }
+    slowdown.push_back(std::max(1.0, Median(together) / std::max(Median(alone), 1e-9)));
   }
-  ::munmap(*pool_mem, bytes * copies);
-  return static_cast<double>(bytes * copies) / std::max(Median(times), 1e-9);
+  return slowdown;
 }
 
 double MeasureAttentionFlops(int head_dim) {
@@ -121,7 +221,7 @@ double MeasureAttentionFlops(int head_dim) {
 }
 
 planner::NodeInfo MeasureNode(const std::string& name, const std::string& address,
-                              uint64_t mem_limit, int n_threads, int head_dim) {
+                              uint64_t mem_limit, int n_threads, const MeasureShape& shape) {
   planner::NodeInfo n;
   n.name = name;
   n.address = address;
@@ -133,17 +233,24 @@ planner::NodeInfo MeasureNode(const std::string& name, const std::string& addres
   // before any weights load).
   n.mem_bw = MeasureTriadBandwidth(pool, size_t{32} << 20);
   for (int64_t tokens : {1, 2, 4, 8}) {
-    const double bw = MeasureWeightStream(&pool, tokens);
+    const double bw = MeasureWeightStream(&pool, tokens, shape);
     if (bw <= 0) break;
     n.weight_bw_batch.push_back(bw);
   }
   n.weight_bw = n.weight_bw_batch.empty() ? 0 : n.weight_bw_batch[0];
-  // The types of the model zoo's files: Q4_0/Q8_0/F16 layers, K-quant mixes (Q4_K_M's Q6_K
-  // output head and FFN down matrices), MXFP4 experts.
-  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kF16, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                  DType::kMXFP4})
-    n.matmul_flops.emplace_back(t, MatMulFlops(t, &pool));
-  n.attn_flops = MeasureAttentionFlops(head_dim);
+  for (DType t : shape.types) {
+    if (t == DType::kQ4_0 || std::find(std::begin(kTypes), std::end(kTypes), t) == std::end(kTypes))
+      continue;
+    std::vector<double> table;
+    for (int64_t tokens : {1, 2, 4, 8}) {
+      const double bw = MeasureWeightStream(&pool, tokens, shape, t);
+      if (bw <= 0) break;
+      table.push_back(bw);
+    }
+    if (table.size() == 4) n.type_bw_batch.emplace_back(t, std::move(table));
+  }
+  for (DType t : kTypes) n.matmul_flops.emplace_back(t, MatMulFlops(t, &pool));
+  n.attn_flops = MeasureAttentionFlops(shape.head_dim);
   return n;
 }
 

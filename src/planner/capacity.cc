@@ -159,14 +159,20 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   const PlanConfig& c = r->config;
   const double b_r = c.max_num_seqs;
   const double S = static_cast<double>(r->stages.size());
+  r->groups = PipelineGroups(p, r->opt, S, b_r);
+  // Stages that share one machine (--host-cores) and overlap their groups' steps compute at the
+  // same time and share its memory bus: priced on the node as it runs beside the others.
+  DevicePreset run = d;
+  if (r->opt.host_cores > 0 && r->groups > 1 && S > 1) run.node = CoRunning(d.node);
   // Per stage, the decode of `mb` sequences: summed latency and the busiest occupancy.
-  double sum_busy = 0;  // of the last pass: all stages' occupancy, for shared cores
+  double sum_busy = 0;               // of the last pass: all stages' occupancy, for shared cores
+  const NodeInfo* node = &run.node;  // the single sequence below runs alone: d.node
   auto pass = [&](double mb, double* lat, double* busy, size_t* busiest, const char** bound) {
     *lat = 0;
     *busy = 0;
     sum_busy = 0;
     for (size_t i = 0; i < r->stages.size(); ++i) {
-      const StepCost s = StageDecodeCost(p, d.node, c, r->stages[i], mb);
+      const StepCost s = StageDecodeCost(p, *node, c, r->stages[i], mb);
       *lat += s.latency_s;
       sum_busy += s.busy_s;
       if (s.busy_s > *busy) {
@@ -181,7 +187,6 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   // micro-batch per group step once groups fill the pipeline, else stages / groups). A group's
   // step fills and drains the pipeline; the G groups' steps overlap, so a round (one token for
   // every sequence) lasts the longer of one group's step and the busiest stage's occupancy.
-  r->groups = PipelineGroups(p, r->opt, S, b_r);
   const double G = r->groups;
   const double m_g = G > 1 ? std::max(1.0, std::floor(S / G)) : std::min(S, b_r);
   r->micro_batches = static_cast<int32_t>(G * m_g);
@@ -195,7 +200,9 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   const double shared = r->opt.host_cores > 0
                             ? G * (m_g * sum_busy + ovh) / std::min<double>(r->opt.host_cores, S)
                             : 0;
+  node = &d.node;
   pass(1, &single, &unused, nullptr, nullptr);
+  node = &run.node;
   const double group_step = sum_lat + (m_g - 1) * max_busy + ovh;
   const double full = std::max(G * m_g * max_busy, shared);
   const double cycle = std::max(group_step, full);
@@ -229,7 +236,7 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   if (r->opt.output > 0) {
     // Closed loop: a replica's b_r requests start together, their prompts are prefilled (whole
     // chunks packed up to max_batched_tokens a step), then output - 1 decode steps of b_r.
-    r->ttft_batch_s = PrefillSeconds(p, d, *r, prompt, b_r);
+    r->ttft_batch_s = PrefillSeconds(p, run, *r, prompt, b_r);
     r->request_s = r->ttft_batch_s + (r->opt.output - 1) * cycle;
     r->served_tps = static_cast<double>(r->replicas) * b_r * r->opt.output / r->request_s;
   }

@@ -243,6 +243,59 @@ TEST(Capacity, WeightsStreamAtTheKernelsRate) {
   EXPECT_NEAR(four->decode_tps_aggregate / (4 * half->decode_tps_single / 2), 1.0, 0.02);
 }
 
+TEST(Capacity, EachWeightTypeStreamsAtItsOwnRate) {
+  // Q8_0 layers on a memory-bound node whose Q8_0 kernel reads 2 or more tokens at half the
+  // default rate: a step of 2 or 4 sequences (8B at Q8_0 needs 2 stages, so 2 groups of 2)
+  // takes about twice as long; one sequence is unchanged.
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ8_0);
+  auto d = FindDevicePreset("rpi5-8g");
+  ASSERT_TRUE(p.ok() && d.ok());
+  d->node.matmul_flops.clear();
+  const double bw = d->node.mem_bw / 2;
+  d->node.weight_bw_batch = {bw, bw, bw};
+  CapacityOptions o;
+  o.context = 2;
+  o.concurrency = 4;
+  auto plain = PlanCapacity(*p, *d, o);
+  d->node.type_bw_batch = {{DType::kQ8_0, {bw, bw / 2, bw / 2}}};
+  auto typed = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(plain.ok() && typed.ok());
+  EXPECT_NEAR(typed->decode_tps_aggregate / plain->decode_tps_aggregate, 0.5, 0.03);
+  EXPECT_NEAR(typed->decode_tps_single / plain->decode_tps_single, 1.0, 1e-9);
+}
+
+TEST(Capacity, OverlappedStagesOnOneMachineShareItsMemoryBus) {
+  // 4 memory-bound stages on one 4-core machine whose cores stream at half speed when all do:
+  // overlapped groups (4 sequences) decode about half as fast; one sequence (one group, one
+  // stage at a time) and stages on machines of their own are unchanged.
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ4_0);
+  auto d = FindDevicePreset("h100-sxm");
+  ASSERT_TRUE(p.ok() && d.ok());
+  d->node.matmul_flops.clear();
+  CapacityOptions o;
+  o.context = 2;
+  o.concurrency = 4;
+  o.stages = 4;
+  o.host_cores = 4;
+  auto alone = PlanCapacity(*p, *d, o);
+  d->node.corun_slowdown = {2, 2, 2, 2};
+  auto shared = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(alone.ok() && shared.ok()) << shared.status().message();
+  EXPECT_GT(shared->groups, 1);
+  EXPECT_NEAR(shared->decode_tps_aggregate / alone->decode_tps_aggregate, 0.5, 0.05);
+  EXPECT_DOUBLE_EQ(shared->decode_tps_single, alone->decode_tps_single);
+  o.host_cores = 0;
+  auto apart = PlanCapacity(*p, *d, o);
+  o.concurrency = 1;
+  o.host_cores = 4;
+  auto one = PlanCapacity(*p, *d, o);
+  d->node.corun_slowdown.clear();
+  auto one_alone = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(apart.ok() && one.ok() && one_alone.ok());
+  EXPECT_DOUBLE_EQ(apart->decode_tps_aggregate, alone->decode_tps_aggregate);
+  EXPECT_DOUBLE_EQ(one->decode_tps_aggregate, one_alone->decode_tps_aggregate);
+}
+
 TEST(Capacity, StagesSharingCoresOfOneMachine) {
   // 4 stages of llama-8b, one group per stage (overlapped), every stage on one 2-core box: a
   // round lasts at least all stages' work over 2 cores, not the busiest stage's alone.

@@ -29,6 +29,21 @@ double AttnSeconds(const NodeInfo& node, double flops) {
 
 }  // namespace
 
+double StreamBw(const NodeInfo& node, const TensorCost& cost, double tokens) {
+  const double fallback = node.WeightBw(tokens);
+  if (node.type_bw_batch.empty() || cost.bytes == 0) return fallback;
+  double bytes_left = static_cast<double>(cost.bytes), seconds = 0;
+  for (const TypedParams& t : cost.matmul) {
+    // Bytes per parameter from a 256-wide row (a whole block of every type).
+    const double bytes = static_cast<double>(RowBytes(t.type, 256).value_or(0)) / 256.0 *
+                         static_cast<double>(t.params);
+    seconds += bytes / node.WeightBw(tokens, t.type);
+    bytes_left -= bytes;
+  }
+  seconds += std::max(0.0, bytes_left) / fallback;
+  return seconds > 0 ? static_cast<double>(cost.bytes) / seconds : fallback;
+}
+
 std::string_view LinkDTypeName(LinkDType t) {
   switch (t) {
     case LinkDType::kF32:
@@ -131,17 +146,21 @@ double LayerDecodeStepSeconds(const ModelProfile& p, const NodeInfo& node, const
   const double ctx = c.DecodeContext();
   const double expert_bytes =
       p.experts.empty() ? 0 : static_cast<double>(p.experts[static_cast<size_t>(l)].bytes);
-  // Every dense weight byte once per step, the routed experts the batch touches, and each
-  // sequence's cached K/V rows (or its fixed state, read and written back).
-  // Weights stream at the kernels' rate, the cache at the triad's.
+  // Every dense weight byte once per step and the routed experts the batch touches, at the
+  // kernels' streaming rate, or their matmuls' compute if that is longer; then attention, a
+  // phase of its own after the projections: each sequence's cached K/V rows (or its fixed
+  // state, read and written back) at the triad's rate, or its flops if longer. Pricing
+  // attention inside the weights' roofline hid it: 4 sequences at ~100 positions on one core
+  // here attend for ~3 ms of a 30 ms step that plan priced at 26.
   const double weights =
       static_cast<double>(L.bytes) - expert_bytes + expert_bytes * p.ExpertsTouched(batch);
   const double cache = batch * (ctx * static_cast<double>(KvPerTokenLayer(p, c, l)) +
                                 2.0 * static_cast<double>(LayerStateBytes(p, l)));
-  const double mem_s = weights / node.WeightBw(batch) + cache / node.mem_bw;
-  const double compute_s = batch * (LayerMatmulSeconds(p, node, l, p.ActiveParams(l)) +
-                                    AttnSeconds(node, LayerAttentionFlops(p, l, ctx)));
-  return std::max(mem_s, compute_s);
+  const double proj_s = std::max(weights / StreamBw(node, L, batch),
+                                 batch * LayerMatmulSeconds(p, node, l, p.ActiveParams(l)));
+  const double attn_s =
+      std::max(cache / node.mem_bw, batch * AttnSeconds(node, LayerAttentionFlops(p, l, ctx)));
+  return proj_s + attn_s;
 }
 
 double LayerDecodeSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
@@ -160,8 +179,8 @@ double LayerPrefillSeconds(const ModelProfile& p, const NodeInfo& node, const Pl
   // fresh chunk of B).
   const double weights =
       static_cast<double>(L.bytes) - expert_bytes + expert_bytes * p.ExpertsTouched(B);
-  const double mem_s =
-      weights / B / node.WeightBw(B) + static_cast<double>(KvPerTokenLayer(p, c, l)) / node.mem_bw;
+  const double mem_s = weights / B / StreamBw(node, L, B) +
+                       static_cast<double>(KvPerTokenLayer(p, c, l)) / node.mem_bw;
   const double compute_s = LayerMatmulSeconds(p, node, l, p.ActiveParams(l)) +
                            AttnSeconds(node, LayerAttentionFlops(p, l, c.PrefillContext()));
   return std::max(mem_s, compute_s);
@@ -171,7 +190,7 @@ double HeadSeconds(const ModelProfile& p, const NodeInfo& node, double rows) {
   TensorCost head = p.head;
   if (p.hp.tied_embeddings) head.Add(p.token_embd);
   // The weights once per step, the compute per row of logits.
-  return std::max(static_cast<double>(head.bytes) / node.WeightBw(rows),
+  return std::max(static_cast<double>(head.bytes) / StreamBw(node, head, rows),
                   rows * MatmulSeconds(head, node, 2.0));
 }
 

@@ -89,6 +89,10 @@ double LayerMatmulSeconds(const ModelProfile& p, const NodeInfo& node, int32_t l
 // Attention flops of one query token of layer l at context ctx.
 double LayerAttentionFlops(const ModelProfile& p, int32_t l, double ctx);
 
+// The rate `node` streams `cost`'s weights at `tokens` tokens: each matmul type at its own rate
+// (NodeInfo::WeightBw(tokens, type)), weighted by its bytes; the rest (norms) at the default.
+double StreamBw(const NodeInfo& node, const TensorCost& cost, double tokens);
+
 // Seconds of the output head producing `rows` rows of logits in one step.
 double HeadSeconds(const ModelProfile& p, const NodeInfo& node, double rows);
 // Seconds per decode token of a stage's extra tensors (the output head on the last stage).

@@ -46,6 +46,28 @@ Status ReadUint(const json& j, const char* key, uint64_t max, uint64_t* out) {
   return Status::Ok();
 }
 
+// Interpolated in log2(tokens) over a table of 1, 2, 4, 8... tokens, its last entry beyond it.
+double Interpolate(const std::vector<double>& table, double tokens) {
+  const double x = std::log2(std::max(tokens, 1.0));
+  const size_t i = static_cast<size_t>(x);
+  if (i + 1 >= table.size()) return table.back();
+  const double f = x - static_cast<double>(i);
+  return (1 - f) * table[i] + f * table[i + 1];
+}
+
+// An array of positive rates at `key` (absent: left as is).
+Status ReadRates(const json& j, const char* key, std::vector<double>* out) {
+  auto it = j.find(key);
+  if (it == j.end()) return Status::Ok();
+  if (!it->is_array()) return Errorf("node info: '{}' must be an array", key);
+  for (const json& e : *it) {
+    if (!e.is_number() || !(e.get<double>() > 0) || !std::isfinite(e.get<double>()))
+      return Errorf("node info: {} entries must be positive numbers", key);
+    out->push_back(e.get<double>());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 double NodeInfo::FlopsFor(DType type) const {
@@ -59,11 +81,31 @@ double NodeInfo::FlopsFor(DType type) const {
 
 double NodeInfo::WeightBw(double tokens) const {
   if (weight_bw_batch.empty()) return weight_bw > 0 ? weight_bw : mem_bw;
-  const double x = std::log2(std::max(tokens, 1.0));
-  const size_t i = static_cast<size_t>(x);
-  if (i + 1 >= weight_bw_batch.size()) return weight_bw_batch.back();
-  const double f = x - static_cast<double>(i);
-  return (1 - f) * weight_bw_batch[i] + f * weight_bw_batch[i + 1];
+  return Interpolate(weight_bw_batch, tokens);
+}
+
+double NodeInfo::WeightBw(double tokens, DType type) const {
+  for (const auto& [t, table] : type_bw_batch)
+    if (t == type && !table.empty()) return Interpolate(table, tokens);
+  return WeightBw(tokens);
+}
+
+NodeInfo CoRunning(const NodeInfo& n) {
+  if (n.corun_slowdown.empty()) return n;
+  NodeInfo c = n;
+  auto slow = [&](double tokens) { return Interpolate(n.corun_slowdown, tokens); };
+  for (size_t i = 0; i < c.weight_bw_batch.size(); ++i)
+    c.weight_bw_batch[i] /= slow(std::ldexp(1.0, static_cast<int>(i)));
+  for (auto& [t, table] : c.type_bw_batch)
+    for (size_t i = 0; i < table.size(); ++i)
+      table[i] /= slow(std::ldexp(1.0, static_cast<int>(i)));
+  c.weight_bw /= slow(1);
+  c.mem_bw /= slow(1);
+  const double compute = n.corun_slowdown.back();
+  for (auto& [t, f] : c.matmul_flops) f /= compute;
+  c.attn_flops /= compute;
+  c.corun_slowdown.clear();
+  return c;
 }
 
 Status ValidateNode(const NodeInfo& n) {
@@ -79,6 +121,13 @@ Status ValidateNode(const NodeInfo& n) {
   for (double b : n.weight_bw_batch)
     if (!(std::isfinite(b) && b > 0))
       return Errorf("node {}: weight_bw_batch entries must be > 0", who);
+  for (double f : n.corun_slowdown)
+    if (!(std::isfinite(f) && f >= 1))
+      return Errorf("node {}: corun_slowdown entries must be >= 1", who);
+  for (const auto& [t, table] : n.type_bw_batch)
+    for (double b : table)
+      if (!(std::isfinite(b) && b > 0))
+        return Errorf("node {}: type_bw_batch.{} entries must be > 0", who, DTypeName(t));
   if (!FiniteNonNegative(n.link_bw) || !FiniteNonNegative(n.link_latency_s))
     return Errorf("node {}: link bandwidth and latency must be finite and >= 0", who);
   if (n.n_threads < 1) return Errorf("node {}: n_threads must be >= 1", who);
@@ -88,6 +137,8 @@ Status ValidateNode(const NodeInfo& n) {
 std::string NodeInfoToJson(const NodeInfo& n) {
   json flops = json::object();
   for (const auto& [t, f] : n.matmul_flops) flops[std::string(DTypeName(t))] = f;
+  json types = json::object();
+  for (const auto& [t, table] : n.type_bw_batch) types[std::string(DTypeName(t))] = table;
   json j = {{"name", n.name},
             {"address", n.address},
             {"mem_limit", n.mem_limit},
@@ -95,6 +146,8 @@ std::string NodeInfoToJson(const NodeInfo& n) {
             {"weight_bw", n.weight_bw},
             {"attn_flops", n.attn_flops},
             {"weight_bw_batch", n.weight_bw_batch},
+            {"type_bw_batch", types},
+            {"corun_slowdown", n.corun_slowdown},
             {"matmul_flops", flops},
             {"isa", n.isa},
             {"n_threads", n.n_threads},
@@ -121,12 +174,16 @@ Result<NodeInfo> NodeInfoFromJson(const std::string& text) {
   uint64_t threads = static_cast<uint64_t>(n.n_threads);
   SHOAL_RETURN_IF_ERROR(ReadUint(j, "n_threads", INT32_MAX, &threads));
   n.n_threads = static_cast<int32_t>(threads);
-  if (auto it = j.find("weight_bw_batch"); it != j.end()) {
-    if (!it->is_array()) return Errorf("node info: 'weight_bw_batch' must be an array");
-    for (const json& e : *it) {
-      if (!e.is_number() || !(e.get<double>() > 0) || !std::isfinite(e.get<double>()))
-        return Errorf("node info: weight_bw_batch entries must be positive numbers");
-      n.weight_bw_batch.push_back(e.get<double>());
+  SHOAL_RETURN_IF_ERROR(ReadRates(j, "weight_bw_batch", &n.weight_bw_batch));
+  SHOAL_RETURN_IF_ERROR(ReadRates(j, "corun_slowdown", &n.corun_slowdown));
+  if (auto it = j.find("type_bw_batch"); it != j.end()) {
+    if (!it->is_object()) return Errorf("node info: 'type_bw_batch' must be an object");
+    for (auto e = it->begin(); e != it->end(); ++e) {
+      const std::optional<DType> t = DTypeFromName(e.key());
+      if (!t) return Errorf("node info: type_bw_batch: unknown type '{}'", e.key());
+      std::vector<double> table;
+      SHOAL_RETURN_IF_ERROR(ReadRates(*it, e.key().c_str(), &table));
+      n.type_bw_batch.emplace_back(*t, std::move(table));
     }
   }
   if (auto it = j.find("matmul_flops"); it != j.end()) {

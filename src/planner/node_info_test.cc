@@ -22,6 +22,8 @@ NodeInfo Sample() {
   n.weight_bw = 9.5e9;
   n.weight_bw_batch = {9.5e9, 9e9, 7e9, 6e9};
   n.attn_flops = 4.25e9;
+  n.type_bw_batch = {{DType::kQ6_K, {8e9, 4e9, 2e9, 1e9}}};
+  n.corun_slowdown = {1.5, 1.25, 1.125, 1.0625};
   return n;
 }
 
@@ -41,6 +43,8 @@ TEST(NodeInfoTest, JsonRoundTrip) {
   EXPECT_EQ(back->weight_bw, n.weight_bw);
   EXPECT_EQ(back->weight_bw_batch, n.weight_bw_batch);
   EXPECT_EQ(back->attn_flops, n.attn_flops);
+  EXPECT_EQ(back->type_bw_batch, n.type_bw_batch);
+  EXPECT_EQ(back->corun_slowdown, n.corun_slowdown);
   ASSERT_EQ(back->matmul_flops.size(), n.matmul_flops.size());
   for (const auto& [t, f] : n.matmul_flops) EXPECT_EQ(back->FlopsFor(t), f) << DTypeName(t);
   EXPECT_TRUE(ValidateNode(*back).ok());
@@ -124,6 +128,43 @@ TEST(NodeInfoTest, WeightBandwidthByBatch) {
   EXPECT_NE(bad.status().message().find("weight_bw_batch"), std::string::npos);
   EXPECT_FALSE(NodeInfoFromJson(R"({"mem_limit": 1, "weight_bw_batch": 3})").ok());
   EXPECT_FALSE(NodeInfoFromJson(R"({"mem_limit": 1, "attn_flops": -1})").ok());
+}
+
+TEST(NodeInfoTest, WeightBandwidthByType) {
+  NodeInfo n = Sample();
+  // A listed type streams by its own table (one token at a time: half as fast per doubling).
+  EXPECT_EQ(n.WeightBw(1, DType::kQ6_K), 8e9);
+  EXPECT_EQ(n.WeightBw(4, DType::kQ6_K), 2e9);
+  EXPECT_DOUBLE_EQ(n.WeightBw(std::sqrt(2.0), DType::kQ6_K), 6e9);
+  // Any other type by the default table.
+  EXPECT_EQ(n.WeightBw(4, DType::kQ4_0), n.WeightBw(4));
+  EXPECT_EQ(n.WeightBw(4, DType::kQ8_0), 7e9);
+  auto bad = NodeInfoFromJson(R"({"type_bw_batch": {"q6_k": [1e9, 0]}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("q6_k"), std::string::npos);
+  EXPECT_FALSE(NodeInfoFromJson(R"({"type_bw_batch": {"q9_9": [1e9]}})").ok());
+  EXPECT_FALSE(NodeInfoFromJson(R"({"type_bw_batch": [1e9]})").ok());
+}
+
+TEST(NodeInfoTest, CoRunningSlowsEveryFigureByTheMeasuredFactor) {
+  const NodeInfo n = Sample();
+  const NodeInfo c = CoRunning(n);
+  // Streaming at 2^i tokens by entry i, the triad by the 1-token entry, compute by the last.
+  EXPECT_DOUBLE_EQ(c.WeightBw(1), 9.5e9 / 1.5);
+  EXPECT_DOUBLE_EQ(c.WeightBw(4), 7e9 / 1.125);
+  EXPECT_DOUBLE_EQ(c.WeightBw(8, DType::kQ6_K), 1e9 / 1.0625);
+  EXPECT_DOUBLE_EQ(c.mem_bw, n.mem_bw / 1.5);
+  EXPECT_DOUBLE_EQ(c.FlopsFor(DType::kQ4_0), 81.5e9 / 1.0625);
+  EXPECT_DOUBLE_EQ(c.attn_flops, n.attn_flops / 1.0625);
+  EXPECT_EQ(c.link_bw, n.link_bw);  // the network is not the memory bus
+  EXPECT_TRUE(c.corun_slowdown.empty());
+  // Not measured: the node as it is.
+  NodeInfo alone = n;
+  alone.corun_slowdown.clear();
+  EXPECT_EQ(CoRunning(alone).WeightBw(1), alone.WeightBw(1));
+  // A factor below 1 is not a slowdown.
+  alone.corun_slowdown = {0.5};
+  EXPECT_FALSE(ValidateNode(alone).ok());
 }
 
 TEST(NodeInfoTest, ValidateNames) {

@@ -52,12 +52,13 @@ Parts SplitLayer(const ModelProfile& p, const NodeInfo& node, const PlanConfig& 
   Parts r;
   // Dense shard: 1/d of the weights and of the sequences' cache per node.
   const double cache = prefill ? tokens * kv : tokens * (ctx * kv + 2 * state);
-  r.dense_mem = (dense_bytes / node.WeightBw(tokens) + cache / node.mem_bw) / d;
-  const double dense_comp = tokens *
-                            (LayerMatmulSeconds(p, node, l, dense_params) +
-                             (attn > 0 ? LayerAttentionFlops(p, l, ctx) / attn : 0)) /
-                            d;
-  r.dense = std::max(r.dense_mem, dense_comp);
+  const double w_mem = dense_bytes / StreamBw(node, L, tokens) / d;
+  const double c_mem = cache / node.mem_bw / d;
+  const double mm = tokens * LayerMatmulSeconds(p, node, l, dense_params) / d;
+  const double at = tokens * (attn > 0 ? LayerAttentionFlops(p, l, ctx) / attn : 0) / d;
+  r.dense_mem = w_mem + c_mem;
+  // Decode: the projections' roofline, then attention's (LayerDecodeStepSeconds).
+  r.dense = prefill ? std::max(r.dense_mem, mm + at) : std::max(w_mem, mm) + std::max(c_mem, at);
   const double row = static_cast<double>(LinkRowBytes(c.link_dtype, p.hp.n_embd));
   const double bw = Bw(node, c), lat = Lat(node, c);
   r.net = AllReduce(tokens, row, s.dense_nodes, bw, lat);
@@ -71,7 +72,7 @@ Parts SplitLayer(const ModelProfile& p, const NodeInfo& node, const PlanConfig& 
     // The busiest expert node: its share of the touched experts, at least one when any is.
     const double touched = std::min(per_node, std::max(1.0, per_node * p.ExpertsTouched(tokens)));
     const double assignments = std::max(1.0, tokens * k / xn);
-    const double mem = touched * one_expert / node.WeightBw(assignments / touched);
+    const double mem = touched * one_expert / StreamBw(node, X, assignments / touched);
     const double comp = assignments * LayerMatmulSeconds(p, node, l, x_params / n_exp);
     r.experts = std::max(mem, comp);
     // Scatter to the experts and gather back: 2 tokens k rows leave / enter the dense shards.
@@ -79,7 +80,7 @@ Parts SplitLayer(const ModelProfile& p, const NodeInfo& node, const PlanConfig& 
     r.latency += 2.0 * lat;
   } else if (moe) {
     // Experts on the dense node(s) themselves.
-    const double mem = x_bytes * p.ExpertsTouched(tokens) / d / node.WeightBw(tokens);
+    const double mem = x_bytes * p.ExpertsTouched(tokens) / d / StreamBw(node, X, tokens);
     const double comp =
         tokens * LayerMatmulSeconds(p, node, l, x_params * p.moe.n_expert_used / p.moe.n_expert) /
         d;
@@ -95,7 +96,7 @@ Parts SplitHead(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c
   if (p.hp.tied_embeddings) head.Add(p.token_embd);
   const double dn = static_cast<double>(d);
   Parts r;
-  r.dense_mem = static_cast<double>(head.bytes) / dn / node.WeightBw(rows);
+  r.dense_mem = static_cast<double>(head.bytes) / dn / StreamBw(node, head, rows);
   double comp = 0;
   for (const TypedParams& t : head.matmul) {
     const double f = node.FlopsFor(t.type);

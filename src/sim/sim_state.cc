@@ -77,6 +77,10 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   }
   plan = one;
   stages = plan.stages;
+  // As the planner prices it: stages sharing one machine whose groups overlap compute beside
+  // each other, on the node as it runs then (planner::CoRunning).
+  if (o.host_cores > 0 && plan.groups > 1 && stages.size() > 1)
+    device.node = planner::CoRunning(d.node);
   row_bytes = planner::LinkRowBytes(plan.config.link_dtype, m.hp.n_embd);
   report.model = plan.model;
   report.device = d.name;
@@ -142,7 +146,7 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   for (size_t i = 0; i < stages.size(); ++i)
     for (size_t t = 1; t < max_tokens; ++t)
       decode_cost[i][t] =
-          planner::StageDecodeCost(m, d.node, plan.config, stages[i], static_cast<double>(t));
+          planner::StageDecodeCost(m, device.node, plan.config, stages[i], static_cast<double>(t));
   return Status::Ok();
 }
 
