@@ -238,6 +238,17 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
     // chunks packed up to max_batched_tokens a step), then output - 1 decode steps of b_r.
     r->ttft_batch_s = PrefillSeconds(p, run, *r, prompt, b_r);
     r->request_s = r->ttft_batch_s + (r->opt.output - 1) * cycle;
+    if (r->groups == 1 && b_r > 1) {
+      // One group: the requests reach the server one after another and an idle engine steps
+      // at the first, so its prompt is prefilled alone and the other b_r - 1 together in the
+      // next step (as the sim and `shoal serve` do). TTFT is the mean over the b_r requests;
+      // the round lasts until the second step is done. Pricing all b_r as one step gave 1
+      // stage x 4 in flight a TTFT of 917 ms against 825 measured (sim 667).
+      const double first = PrefillSeconds(p, run, *r, prompt, 1);
+      const double rest = PrefillSeconds(p, run, *r, prompt, b_r - 1);
+      r->ttft_batch_s = (first + (b_r - 1) * (first + rest)) / b_r;
+      r->request_s = first + rest + (r->opt.output - 1) * cycle;
+    }
     r->served_tps = static_cast<double>(r->replicas) * b_r * r->opt.output / r->request_s;
   }
   r->power_w = d.power_w * static_cast<double>(r->nodes_used);

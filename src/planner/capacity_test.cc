@@ -221,6 +221,32 @@ TEST(Capacity, ServedTokensIncludePrefillAndStepOverhead) {
   EXPECT_NEAR(r2->request_s - r->request_s, 50 * 1e-3, 1e-9);
 }
 
+TEST(Capacity, ClosedLoopPrefillsTheFirstPromptAlone) {
+  // 4 requests on one stage (one group): the first prompt is prefilled alone, the other 3 in the
+  // next step; TTFT is their mean, and the round's prefill ends with that second step.
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ4_0);
+  auto d = FindDevicePreset("h100-sxm");
+  ASSERT_TRUE(p.ok() && d.ok());
+  CapacityOptions o;
+  o.context = 1024;
+  o.concurrency = 4;
+  o.prompt = 100;
+  o.output = 50;
+  auto r = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->groups, 1);
+  const double first = r->ttft_s;  // one prompt alone
+  const double rest = r->request_s - 49.0 / r->decode_tps_stream - first;
+  EXPECT_GT(rest, 0);
+  EXPECT_NEAR(r->ttft_batch_s, first + 0.75 * rest, 1e-12);
+  EXPECT_LT(r->ttft_batch_s, first + rest);  // the first request does not wait for the others
+  // One request: no second step.
+  o.concurrency = 1;
+  auto one = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(one.ok());
+  EXPECT_DOUBLE_EQ(one->ttft_batch_s, one->ttft_s);
+}
+
 TEST(Capacity, WeightsStreamAtTheKernelsRate) {
   // A node whose kernels read weights at half its triad decodes one stream about half as fast
   // (KV negligible at context 2); the table's 4-token entry prices a batch of 4.
