@@ -26,12 +26,12 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The typical pass, not the luckiest: a node computes for seconds at a time.
 // The types of the model zoo's files: Q4_0/Q8_0/F16 layers, K-quant mixes (Q4_K_M's Q6_K
 // output head and FFN down matrices), MXFP4 experts.
 constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ8_0, DType::kF16,  DType::kQ4_K,
                             DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
 
+// The typical pass, not the luckiest: a node computes for seconds at a time.
 double Median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
   return v[v.size() / 2];
@@ -148,20 +148,37 @@ class StreamSet {
 
 }  // namespace
 
+namespace {
+
+// The median of 15 rounds (each ~4 ms at 16 GB/s): decode streams for seconds, so the typical
+// round, not the luckiest, is its rate (on this shared host the best of 15 read 15-24 GB/s from
+// one run to the next and ran ~30% ahead of served decode).
+double StreamRate(StreamSet& set, int64_t tokens, ThreadPool* pool) {
+  return static_cast<double>(set.bytes()) / std::max(Median(set.Rounds(tokens, 15, pool)), 1e-9);
+}
+
+// NodeInfo's table for `type`: the rate at 1, 2, 4 and 8 tokens over one laid-out set (empty
+// when the memory cannot be mapped or the type has no whole row at these widths).
+std::vector<double> StreamTable(const MeasureShape& shape, DType type, ThreadPool* pool) {
+  StreamSet set(shape, type, pool);
+  std::vector<double> table;
+  if (!set.ok()) return table;
+  for (int64_t tokens : {1, 2, 4, 8}) table.push_back(StreamRate(set, tokens, pool));
+  return table;
+}
+
+}  // namespace
+
 double MeasureWeightStream(ThreadPool* pool, int64_t tokens, const MeasureShape& shape,
                            DType type) {
   StreamSet set(shape, type, pool);
-  if (!set.ok()) return 0;
-  // The median of 15 rounds (each ~4 ms at 16 GB/s): decode streams for seconds, so the
-  // typical round, not the luckiest, is its rate (on this shared host the best of 15 read
-  // 15-24 GB/s from one run to the next and ran ~30% ahead of served decode).
-  return static_cast<double>(set.bytes()) / std::max(Median(set.Rounds(tokens, 15, pool)), 1e-9);
+  return set.ok() ? StreamRate(set, tokens, pool) : 0;
 }
 
 std::vector<double> MeasureCoRunSlowdown(const MeasureShape& shape, int cores) {
   std::vector<double> slowdown;
   if (cores < 2) return slowdown;
-  // One single-threaded stream set per core, each laid out by the thread that reads it.
+  // One single-threaded stream set per core, each its own memory.
   std::vector<std::unique_ptr<StreamSet>> sets(static_cast<size_t>(cores));
   for (auto& set : sets) {
     set = std::make_unique<StreamSet>(shape, DType::kQ4_0, nullptr);
@@ -232,22 +249,13 @@ planner::NodeInfo MeasureNode(const std::string& name, const std::string& addres
   // 3 arrays x 32 MiB: past any L3 here, and 96 MiB transient fits a 256 MiB node (freed
   // before any weights load).
   n.mem_bw = MeasureTriadBandwidth(pool, size_t{32} << 20);
-  for (int64_t tokens : {1, 2, 4, 8}) {
-    const double bw = MeasureWeightStream(&pool, tokens, shape);
-    if (bw <= 0) break;
-    n.weight_bw_batch.push_back(bw);
-  }
+  n.weight_bw_batch = StreamTable(shape, DType::kQ4_0, &pool);
   n.weight_bw = n.weight_bw_batch.empty() ? 0 : n.weight_bw_batch[0];
   for (DType t : shape.types) {
     if (t == DType::kQ4_0 || std::find(std::begin(kTypes), std::end(kTypes), t) == std::end(kTypes))
       continue;
-    std::vector<double> table;
-    for (int64_t tokens : {1, 2, 4, 8}) {
-      const double bw = MeasureWeightStream(&pool, tokens, shape, t);
-      if (bw <= 0) break;
-      table.push_back(bw);
-    }
-    if (table.size() == 4) n.type_bw_batch.emplace_back(t, std::move(table));
+    std::vector<double> table = StreamTable(shape, t, &pool);
+    if (!table.empty()) n.type_bw_batch.emplace_back(t, std::move(table));
   }
   for (DType t : kTypes) n.matmul_flops.emplace_back(t, MatMulFlops(t, &pool));
   n.attn_flops = MeasureAttentionFlops(shape.head_dim);

@@ -165,14 +165,14 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   DevicePreset run = d;
   if (r->opt.host_cores > 0 && r->groups > 1 && S > 1) run.node = CoRunning(d.node);
   // Per stage, the decode of `mb` sequences: summed latency and the busiest occupancy.
-  double sum_busy = 0;               // of the last pass: all stages' occupancy, for shared cores
-  const NodeInfo* node = &run.node;  // the single sequence below runs alone: d.node
-  auto pass = [&](double mb, double* lat, double* busy, size_t* busiest, const char** bound) {
+  double sum_busy = 0;  // of the last pass: all stages' occupancy, for shared cores
+  auto pass = [&](const NodeInfo& node, double mb, double* lat, double* busy, size_t* busiest,
+                  const char** bound) {
     *lat = 0;
     *busy = 0;
     sum_busy = 0;
     for (size_t i = 0; i < r->stages.size(); ++i) {
-      const StepCost s = StageDecodeCost(p, *node, c, r->stages[i], mb);
+      const StepCost s = StageDecodeCost(p, node, c, r->stages[i], mb);
       *lat += s.latency_s;
       sum_busy += s.busy_s;
       if (s.busy_s > *busy) {
@@ -194,22 +194,20 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   double sum_lat = 0, max_busy = 0, single = 0, unused = 0;
   const char* bound = "";
   size_t busiest = 0;
-  pass(r->micro_batch, &sum_lat, &max_busy, &busiest, &bound);
+  pass(run.node, r->micro_batch, &sum_lat, &max_busy, &busiest, &bound);
   // Stages sharing C cores: a round's G m_g micro-batches through every stage, and the
   // coordinator's overhead after each of the G group steps, on min(C, S) cores.
   const double shared = r->opt.host_cores > 0
                             ? G * (m_g * sum_busy + ovh) / std::min<double>(r->opt.host_cores, S)
                             : 0;
-  node = &d.node;
-  pass(1, &single, &unused, nullptr, nullptr);
-  node = &run.node;
+  pass(d.node, 1, &single, &unused, nullptr, nullptr);  // one sequence runs alone
   const double group_step = sum_lat + (m_g - 1) * max_busy + ovh;
   const double full = std::max(G * m_g * max_busy, shared);
   const double cycle = std::max(group_step, full);
   // The ideal pipeline for comparison: min(stages, sequences) groups of one micro-batch each.
   const double m_ideal = std::min(S, b_r);
   double lat_i = 0, busy_i = 0;
-  pass(std::ceil(b_r / m_ideal), &lat_i, &busy_i, nullptr, nullptr);
+  pass(run.node, std::ceil(b_r / m_ideal), &lat_i, &busy_i, nullptr, nullptr);
   const double overlap_cycle = std::max(lat_i, m_ideal * busy_i) + ovh;
   r->decode_tps_stream = 1.0 / cycle;
   r->decode_tps_single = 1.0 / (single + ovh);
@@ -236,9 +234,10 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   if (r->opt.output > 0) {
     // Closed loop: a replica's b_r requests start together, their prompts are prefilled (whole
     // chunks packed up to max_batched_tokens a step), then output - 1 decode steps of b_r.
-    r->ttft_batch_s = PrefillSeconds(p, run, *r, prompt, b_r);
-    r->request_s = r->ttft_batch_s + (r->opt.output - 1) * cycle;
-    if (r->groups == 1 && b_r > 1) {
+    if (r->groups > 1 || b_r <= 1) {
+      r->ttft_batch_s = PrefillSeconds(p, run, *r, prompt, b_r);
+      r->request_s = r->ttft_batch_s + (r->opt.output - 1) * cycle;
+    } else {
       // One group: the requests reach the server one after another and an idle engine steps
       // at the first, so its prompt is prefilled alone and the other b_r - 1 together in the
       // next step (as the sim and `shoal serve` do). TTFT is the mean over the b_r requests;
