@@ -127,15 +127,21 @@ class StreamSet {
   // The seconds of each of `rounds` passes over every matrix at `tokens` tokens, after one
   // untimed pass.
   std::vector<double> Rounds(int64_t tokens, int rounds, ThreadPool* pool) {
-    std::vector<float> x(static_cast<size_t>(tokens * max_cols_), 0.5f), y(tokens * max_rows_);
     std::vector<double> times;
     for (int r = 0; r <= rounds; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (const kernels::MatrixView& v : views_)
-        kernels::MatMul(v, x.data(), v.cols, tokens, y.data(), v.rows, pool, &scratch_);
-      if (r > 0) times.push_back(Seconds(t0));
+      const double t = Pass(tokens, pool);
+      if (r > 0) times.push_back(t);
     }
     return times;
+  }
+
+  // The seconds of one pass over every matrix at `tokens` tokens.
+  double Pass(int64_t tokens, ThreadPool* pool) {
+    std::vector<float> x(static_cast<size_t>(tokens * max_cols_), 0.5f), y(tokens * max_rows_);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const kernels::MatrixView& v : views_)
+      kernels::MatMul(v, x.data(), v.cols, tokens, y.data(), v.rows, pool, &scratch_);
+    return Seconds(t0);
   }
 
  private:
@@ -158,12 +164,23 @@ double StreamRate(StreamSet& set, int64_t tokens, ThreadPool* pool) {
 }
 
 // NodeInfo's table for `type`: the rate at 1, 2, 4 and 8 tokens over one laid-out set (empty
-// when the memory cannot be mapped or the type has no whole row at these widths).
+// when the memory cannot be mapped or the type has no whole row at these widths). The batch
+// sizes take turns, one round each, 15 times over (~0.35 s): this host's rate moved between
+// modes within a second, and measured one after another (15 rounds at 1 token, then 15 at 2)
+// the 2-token figure read 0.37-1.5x the 1-token one across 40 measurements, so a table mixed
+// moments; taking turns puts every entry in the same moments.
 std::vector<double> StreamTable(const MeasureShape& shape, DType type, ThreadPool* pool) {
   StreamSet set(shape, type, pool);
   std::vector<double> table;
   if (!set.ok()) return table;
-  for (int64_t tokens : {1, 2, 4, 8}) table.push_back(StreamRate(set, tokens, pool));
+  constexpr int64_t kTokens[] = {1, 2, 4, 8};
+  constexpr int kRounds = 15;
+  std::vector<std::vector<double>> times(std::size(kTokens));
+  for (int64_t tokens : kTokens) set.Pass(tokens, pool);  // warm-up
+  for (int r = 0; r < kRounds; ++r)
+    for (size_t i = 0; i < std::size(kTokens); ++i) times[i].push_back(set.Pass(kTokens[i], pool));
+  for (const std::vector<double>& t : times)
+    table.push_back(static_cast<double>(set.bytes()) / std::max(Median(t), 1e-9));
   return table;
 }
 
@@ -184,30 +201,33 @@ std::vector<double> MeasureCoRunSlowdown(const MeasureShape& shape, int cores) {
     set = std::make_unique<StreamSet>(shape, DType::kQ4_0, nullptr);
     if (!set->ok()) return slowdown;
   }
-  // Alone and together three times, alternating, 8 rounds each (~30-60 ms): the host's bandwidth
-  // drifted by +-25% over seconds here, and the ratio of neighbouring phases is what matters.
-  constexpr int kRounds = 8, kRepeats = 3;
-  for (int64_t tokens : {1, 2, 4, 8}) {
-    std::vector<double> alone, together;
-    for (int rep = 0; rep < kRepeats; ++rep) {
-      const std::vector<double> a = sets[0]->Rounds(tokens, kRounds, nullptr);
-      alone.insert(alone.end(), a.begin(), a.end());
+  // Alone and together in turns, every batch size in every turn, 12 turns (~0.6 s): this host's
+  // bandwidth moved between modes within a second, and phases of 8 rounds a batch size one
+  // after another read 1.0-1.9 for the same figure from one measurement to the next.
+  constexpr int64_t kTokens[] = {1, 2, 4, 8};
+  constexpr int kTurns = 12, kTogether = 2;  // passes per thread while all run
+  std::vector<std::vector<double>> alone(std::size(kTokens)), together(std::size(kTokens));
+  for (int64_t tokens : kTokens) sets[0]->Pass(tokens, nullptr);  // warm-up
+  for (int turn = 0; turn < kTurns; ++turn) {
+    for (size_t i = 0; i < std::size(kTokens); ++i) {
+      alone[i].push_back(sets[0]->Pass(kTokens[i], nullptr));
       std::atomic<int> ready{0};
       std::vector<std::vector<double>> per(sets.size());
       std::vector<std::thread> threads;
-      for (size_t i = 0; i < sets.size(); ++i)
-        threads.emplace_back([&, i] {
+      for (size_t k = 0; k < sets.size(); ++k)
+        threads.emplace_back([&, k] {
           // Start together: every thread spins until all have arrived.
           ready.fetch_add(1);
           while (ready.load() < cores) {
           }
-          per[i] = sets[i]->Rounds(tokens, kRounds, nullptr);
+          for (int r = 0; r < kTogether; ++r) per[k].push_back(sets[k]->Pass(kTokens[i], nullptr));
         });
       for (auto& t : threads) t.join();
-      for (const auto& v : per) together.insert(together.end(), v.begin(), v.end());
+      for (const auto& v : per) together[i].insert(together[i].end(), v.begin(), v.end());
     }
-    slowdown.push_back(std::max(1.0, Median(together) / std::max(Median(alone), 1e-9)));
   }
+  for (size_t i = 0; i < std::size(kTokens); ++i)
+    slowdown.push_back(std::max(1.0, Median(together[i]) / std::max(Median(alone[i]), 1e-9)));
   return slowdown;
 }
 
