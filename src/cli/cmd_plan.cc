@@ -87,9 +87,11 @@ Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads,
   return planner::FindDevicePreset(device);
 }
 
-void OverrideLink(planner::DevicePreset* d, double mbit, double latency_us) {
+void OverrideLink(planner::DevicePreset* d, double mbit, double latency_us,
+                  double cpu_ns_per_byte) {
   if (mbit > 0) d->node.link_bw = mbit * 1e6 / 8;
   if (latency_us > 0) d->node.link_latency_s = latency_us * 1e-6;
+  if (cpu_ns_per_byte > 0) d->node.link_cpu_s_per_byte = cpu_ns_per_byte * 1e-9;
 }
 
 void AddPlanCommand(CLI::App& app, Runner* runner) {
@@ -101,7 +103,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
     planner::CapacityOptions cap;
     bool json = false, seed = false;
     int threads = 0;
-    double step_overhead_ms = 0, link_mbit = 0, link_latency_us = 0;
+    double step_overhead_ms = 0, link_mbit = 0, link_latency_us = 0, link_cpu_ns = 0;
   };
   auto o = std::make_shared<Opts>();
   std::string models, devices, links;
@@ -143,6 +145,9 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--link-mbit", o->link_mbit, "Link bandwidth, Mbit/s (after --link)");
   cmd->add_option("--link-latency-us", o->link_latency_us,
                   "One-way link latency, us (after --link)");
+  cmd->add_option("--link-cpu-ns-per-byte", o->link_cpu_ns,
+                  "CPU the network stacks at both ends spend per byte sent, ns, charged to the "
+                  "sending stage (bench/calibrate measures it)");
   cmd->add_option("--link-type", o->link_dtype, "Activations on the wire: f32, f16 or q8_0");
   cmd->add_option("--save-device", o->save_device,
                   "Write the device (e.g. local, as measured now) as a NodeInfo .json file that "
@@ -173,7 +178,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
         device->node.link_bw = l->bw;
         device->node.link_latency_s = l->latency_s;
       }
-      OverrideLink(&*device, o->link_mbit, o->link_latency_us);
+      OverrideLink(&*device, o->link_mbit, o->link_latency_us, o->link_cpu_ns);
       if (!o->save_device.empty()) {
         std::FILE* f = std::fopen(o->save_device.c_str(), "w");
         if (f == nullptr) return Fail(Errorf("plan: cannot write {}", o->save_device));

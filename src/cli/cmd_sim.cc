@@ -12,8 +12,9 @@ namespace shoal::cli {
 Result<planner::ModelProfile> LoadModelProfile(const std::string& model, std::optional<DType> type);
 Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads,
                                          const planner::ModelProfile& model);
-// From cmd_plan.cc: --link-mbit / --link-latency-us override the device's link.
-void OverrideLink(planner::DevicePreset* d, double mbit, double latency_us);
+// From cmd_plan.cc: --link-mbit / --link-latency-us / --link-cpu-ns-per-byte override the
+// device's link (0 keeps the device's figure).
+void OverrideLink(planner::DevicePreset* d, double mbit, double latency_us, double cpu_ns_per_byte);
 
 void AddSimCommand(CLI::App& app, Runner* runner) {
   auto* cmd = app.add_subcommand(
@@ -25,7 +26,7 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
     sim::SimOptions sim;
     bool json = false;
     int threads = 0;
-    double step_overhead_ms = 0, link_mbit = 0, link_latency_us = 0;
+    double step_overhead_ms = 0, link_mbit = 0, link_latency_us = 0, link_cpu_ns = 0;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "Model preset or .gguf file (as for `shoal plan`)")
@@ -58,6 +59,8 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("-t,--threads", o->threads, "Threads per node for --device local (0 = all)");
   cmd->add_option("--link-mbit", o->link_mbit, "Link bandwidth, Mbit/s (overrides the device's)");
   cmd->add_option("--link-latency-us", o->link_latency_us, "One-way link latency, microseconds");
+  cmd->add_option("--link-cpu-ns-per-byte", o->link_cpu_ns,
+                  "CPU the network stacks at both ends spend per byte sent, ns (as plan)");
   cmd->add_option("--link-type", o->link_dtype, "Activations on the wire: f32, f16 or q8_0");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->callback([o, runner] {
@@ -81,7 +84,7 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
       if (!profile.ok()) return Fail(profile.status());
       auto device = LoadDevice(o->device, o->threads, *profile);
       if (!device.ok()) return Fail(device.status());
-      OverrideLink(&*device, o->link_mbit, o->link_latency_us);
+      OverrideLink(&*device, o->link_mbit, o->link_latency_us, o->link_cpu_ns);
       o->sim.step_overhead_s = o->step_overhead_ms * 1e-3;
       auto ld = planner::ParseLinkDType(o->link_dtype);
       if (!ld.ok()) return Fail(ld.status());

@@ -379,6 +379,45 @@ TEST(Capacity, MixedStepsReadWeightsOnce) {
   EXPECT_LT(packed.busy_s, longer.busy_s);
 }
 
+TEST(Capacity, LinkCpuIsTheSendingStagesTime) {
+  // The network stacks' CPU per byte sent: the last stage's decode step of 4 sequences sends 4
+  // rows of f32 logits and computes nothing else meanwhile, so its busy time grows by those
+  // bytes times the cost, the first stage's by its 4 hidden rows. At 5 ns a byte that is less
+  // than their time on the rpi5's 1 GbE, which it overlaps: the latency stays.
+  auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ4_0);
+  auto d = FindDevicePreset("rpi5-8g");
+  ASSERT_TRUE(p.ok() && d.ok());
+  CapacityOptions o;
+  o.context = 512;
+  o.stages = 2;
+  o.nodes = 2;
+  auto r = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->stages.size(), 2u);
+  NodeInfo slow = d->node;
+  slow.link_cpu_s_per_byte = 5e-9;
+  const double logits = 4.0 * 4 * static_cast<double>(p->hp.n_vocab);
+  const double hidden = 4.0 * static_cast<double>(LinkRowBytes(r->config.link_dtype, p->hp.n_embd));
+  for (size_t i = 0; i < 2; ++i) {
+    const StepCost a = StageDecodeCost(*p, d->node, r->config, r->stages[i], 4);
+    const StepCost b = StageDecodeCost(*p, slow, r->config, r->stages[i], 4);
+    const double bytes = i == 1 ? logits : hidden;
+    EXPECT_DOUBLE_EQ(b.latency_s, a.latency_s) << "stage " << i;
+    EXPECT_NEAR(b.busy_s - a.busy_s, bytes * 5e-9, 1e-12) << "stage " << i;
+  }
+  // Where the CPU outlasts the wire (50 ns a byte: 20 MB/s against 125), it is the hop's time.
+  slow.link_cpu_s_per_byte = 50e-9;
+  const StepCost a = StageDecodeCost(*p, d->node, r->config, r->stages[1], 4);
+  const StepCost b = StageDecodeCost(*p, slow, r->config, r->stages[1], 4);
+  EXPECT_NEAR(b.latency_s - a.latency_s, logits * 50e-9 - logits / 125e6, 1e-9);
+  // And it survives a trip through the node file.
+  auto back = NodeInfoFromJson(NodeInfoToJson(slow));
+  ASSERT_TRUE(back.ok());
+  EXPECT_DOUBLE_EQ(back->link_cpu_s_per_byte, 50e-9);
+  slow.link_cpu_s_per_byte = -1;
+  EXPECT_FALSE(ValidateNode(slow).ok());
+}
+
 TEST(Presets, UnknownNamesAreErrors) {
   EXPECT_FALSE(FindDevicePreset("pdp-11").ok());
   EXPECT_FALSE(ModelPresetProfile("gpt-9", std::nullopt).ok());

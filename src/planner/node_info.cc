@@ -128,8 +128,9 @@ Status ValidateNode(const NodeInfo& n) {
     for (double b : table)
       if (!(std::isfinite(b) && b > 0))
         return Errorf("node {}: type_bw_batch.{} entries must be > 0", who, DTypeName(t));
-  if (!FiniteNonNegative(n.link_bw) || !FiniteNonNegative(n.link_latency_s))
-    return Errorf("node {}: link bandwidth and latency must be finite and >= 0", who);
+  if (!FiniteNonNegative(n.link_bw) || !FiniteNonNegative(n.link_latency_s) ||
+      !FiniteNonNegative(n.link_cpu_s_per_byte))
+    return Errorf("node {}: link bandwidth, latency and CPU per byte must be finite and >= 0", who);
   if (n.n_threads < 1) return Errorf("node {}: n_threads must be >= 1", who);
   return Status::Ok();
 }
@@ -152,7 +153,8 @@ std::string NodeInfoToJson(const NodeInfo& n) {
             {"isa", n.isa},
             {"n_threads", n.n_threads},
             {"link_bw", n.link_bw},
-            {"link_latency_s", n.link_latency_s}};
+            {"link_latency_s", n.link_latency_s},
+            {"link_cpu_s_per_byte", n.link_cpu_s_per_byte}};
   // Replacing invalid UTF-8 keeps dump() from throwing on a hostile name.
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -171,6 +173,7 @@ Result<NodeInfo> NodeInfoFromJson(const std::string& text) {
   SHOAL_RETURN_IF_ERROR(ReadDouble(j, "attn_flops", &n.attn_flops));
   SHOAL_RETURN_IF_ERROR(ReadDouble(j, "link_bw", &n.link_bw));
   SHOAL_RETURN_IF_ERROR(ReadDouble(j, "link_latency_s", &n.link_latency_s));
+  SHOAL_RETURN_IF_ERROR(ReadDouble(j, "link_cpu_s_per_byte", &n.link_cpu_s_per_byte));
   uint64_t threads = static_cast<uint64_t>(n.n_threads);
   SHOAL_RETURN_IF_ERROR(ReadUint(j, "n_threads", INT32_MAX, &threads));
   n.n_threads = static_cast<int32_t>(threads);

@@ -47,6 +47,11 @@ struct NodeInfo {
   // Outgoing link to the next stage; 0 = PlanConfig's default.
   double link_bw = 0;         // bytes/s
   double link_latency_s = 0;  // one way, seconds
+  // CPU seconds the network stacks at both ends spend per byte sent over that link (copies,
+  // checksums, interrupts, a shaper's queue), on the sending stage's time; 0 = free. On the
+  // Zen 4 VM `bench/calibrate` measured 0.5-0.7 ns on loopback and 8.7-9.3 through a 1 Gbit/s
+  // tc shaper at MTU 1500: a 2-sequence step's 256 KiB of logits then costs its stage ~2.4 ms.
+  double link_cpu_s_per_byte = 0;
 
   // Throughput for weights of `type` by the rule above (0 when nothing is listed).
   double FlopsFor(DType type) const;

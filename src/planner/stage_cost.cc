@@ -108,13 +108,19 @@ Parts SplitHead(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c
   return r;
 }
 
+// The network stacks' CPU for `bytes` sent (both ends): time the sending stage computes
+// nothing else. It overlaps the bytes' time on the wire, so it adds to a step's latency only
+// where it is the longer of the two.
+double LinkCpu(const NodeInfo& n, double bytes) { return bytes * n.link_cpu_s_per_byte; }
+
 StepCost FromParts(const Parts& r, double hop_bytes, const NodeInfo& node, const PlanConfig& c) {
   StepCost s;
   const double hop = hop_bytes / Bw(node, c);
   const double net = r.net + hop;
-  s.busy_s = std::max({r.dense, r.experts, net});
-  s.latency_s = r.dense + r.experts + net + r.latency + Lat(node, c);
-  s.bound = net >= std::max(r.dense, r.experts)
+  const double cpu = LinkCpu(node, hop_bytes);
+  s.busy_s = std::max({r.dense + cpu, r.experts, net});
+  s.latency_s = r.dense + r.experts + std::max(net, cpu) + r.latency + Lat(node, c);
+  s.bound = net >= std::max(r.dense + cpu, r.experts)
                 ? "network bandwidth"
                 : (std::max(r.dense_mem, r.experts) >= 0.999 * std::max(r.dense, r.experts)
                        ? "memory bandwidth"
@@ -136,7 +142,7 @@ StepCost Cost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c, 
   const double hop_bytes = last ? 4.0 * static_cast<double>(p.hp.n_vocab) * sampled : row * tokens;
   if (s.embed_only) {
     StepCost e;
-    e.busy_s = hop_bytes / Bw(node, c);
+    e.busy_s = std::max(hop_bytes / Bw(node, c), LinkCpu(node, hop_bytes));
     e.latency_s = e.busy_s + Lat(node, c);
     e.bound = "network bandwidth";
     return e;
