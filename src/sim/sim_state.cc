@@ -314,7 +314,9 @@ void Lane::Release(State* s, double now) {
   if (!s->report.closed || (cap > 0 && static_cast<int64_t>(s->requests.size()) >= cap)) return;
   Request q;
   q.id = static_cast<int64_t>(s->requests.size());
-  q.arrival = now;
+  // The client hears of the last token and sends its next request: that request reaches the
+  // engine after it has started its next steps, as on `shoal serve`.
+  q.arrival = now + kClientGapS;
   q.tokens.assign(static_cast<size_t>(s->opt.workload.in), 1);
   queue.push_back(q.id);
   s->requests.push_back(std::move(q));
