@@ -85,27 +85,51 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
       fifo[i]->unlock();
       return false;
     }
-    sg4::ExecPtr ex = sg4::this_actor::exec_init(c.busy_s * kHostSpeed);
-    ex->set_host(s->machine != nullptr ? s->machine : host);
-    ex->start();
-    ++s->report.activities;
-    const bool ok = WaitOk(ex, c.busy_s);
-    fifo[i]->unlock();
-    if (!ok || rep->epoch != epoch) return false;
-    if (rep->index == 0) s->report.stage_util[i] += c.busy_s;
-    // Hidden rows to the next stage; the last stage's logits to the coordinator. The cost's
-    // latency beyond its busy time, less this hop (sent as a Comm below), is waited out here.
+    // Hidden rows to the next stage; the last stage's logits to the coordinator. The network
+    // stacks' CPU for them (part of the stage's busy time) overlaps their time on the wire, as
+    // planner::StageDecodeCost prices it: the stage computes, then sends while that CPU runs.
     const bool last = i + 1 == s->stages.size();
     const uint64_t bytes = std::max<uint64_t>(
         1, last ? s->ReturnBytes(sampled) : s->row_bytes * static_cast<uint64_t>(decode + prefill));
     const double hop = s->HopSeconds(bytes);
-    const double rest = c.latency_s - c.busy_s - hop;
-    if (rest > 0) sg4::this_actor::sleep_for(rest);
-    sg4::Host* next = last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
-    if (!host->is_on() || !next->is_on()) return false;  // either may fail during `rest`
-    sg4::CommPtr cm = sg4::Comm::sendto_async(host, next, bytes);
+    const double send_cpu =
+        std::min(c.busy_s, static_cast<double>(bytes) * s->device.node.link_cpu_s_per_byte);
+    sg4::Host* on = s->machine != nullptr ? s->machine : host;
+    sg4::ExecPtr ex = sg4::this_actor::exec_init((c.busy_s - send_cpu) * kHostSpeed);
+    ex->set_host(on);
+    ex->start();
     ++s->report.activities;
+    bool ok = WaitOk(ex, c.busy_s);
+    sg4::Host* next = last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
+    sg4::CommPtr cm;
+    if (ok && host->is_on() && next->is_on()) {
+      cm = sg4::Comm::sendto_async(host, next, bytes);
+      ++s->report.activities;
+      if (send_cpu > 0) {
+        sg4::ExecPtr tx = sg4::this_actor::exec_init(send_cpu * kHostSpeed);
+        tx->set_host(on);
+        tx->start();
+        ++s->report.activities;
+        ok = WaitOk(tx, send_cpu);
+      }
+    } else {
+      ok = false;
+    }
+    fifo[i]->unlock();
+    if (!ok || rep->epoch != epoch) {
+      if (cm) {
+        try {
+          cm->cancel();
+        } catch (const simgrid::Exception&) {  // already failed with its host
+        }
+      }
+      return false;
+    }
+    if (rep->index == 0) s->report.stage_util[i] += c.busy_s;
     if (!WaitOk(cm, hop)) return false;
+    // The cost's latency beyond the compute and the overlapped send is waited out here.
+    const double rest = c.latency_s - (c.busy_s - send_cpu) - std::max(send_cpu, hop);
+    if (rest > 0) sg4::this_actor::sleep_for(rest);
   }
   return rep->epoch == epoch;
 }
