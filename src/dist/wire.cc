@@ -1,6 +1,7 @@
 // Encoding and decoding of the pipeline's message bodies (little-endian via net::ByteWriter).
 #include "dist/wire.h"
 
+#include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "net/bytes.h"
 
@@ -184,6 +185,10 @@ Status EncodeStepWork(const StepWork& w, planner::LinkDType link, int64_t n_embd
   if (!rb) return Errorf("hidden width {} does not fit the link type", n_embd);
   const uint64_t row_bytes = *rb;
   const size_t at = out->size();
+  // Room for the stage times appended after it (AppendStageTimes; 64 stages before a second
+  // allocation), so the rows are not copied again into a larger buffer.
+  constexpr size_t kTimesRoom = 4 * 65;
+  out->reserve(at + row_bytes * static_cast<uint64_t>(n_rows) + kTimesRoom);
   out->resize(at + row_bytes * static_cast<uint64_t>(n_rows));
   for (int64_t r = 0; r < n_rows; ++r)
     kernels::Quantize(dt, w.hidden.data() + r * n_embd, out->data() + at + r * row_bytes, n_embd);
@@ -264,6 +269,10 @@ Status DecodeStepWork(std::span<const uint8_t> payload, int64_t n_embd, StepWork
   std::vector<uint8_t> raw(row_bytes * n_rows);
   SHOAL_RETURN_IF_ERROR(r.Bytes(raw, "hidden"));
   SHOAL_RETURN_IF_ERROR(r.ExpectEnd());
+  // Room for a row class (kernels::ScratchRows): a buffer kept between steps (the node's) is
+  // not reallocated, its pages faulted in again, at each longer prompt step.
+  w->hidden.reserve(static_cast<size_t>(kernels::ScratchRows(n_rows)) *
+                    static_cast<size_t>(n_embd));
   w->hidden.resize(static_cast<size_t>(n_rows) * static_cast<size_t>(n_embd));
   for (uint32_t i = 0; i < n_rows; ++i)
     kernels::Dequantize(dt, raw.data() + i * row_bytes, w->hidden.data() + i * n_embd, n_embd);

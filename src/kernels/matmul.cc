@@ -71,17 +71,18 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
   uint64_t xq_stride = static_cast<uint64_t>(ldx) * sizeof(float);
   if (xt != DType::kF32) {
     SHOAL_CHECK(scratch != nullptr);
-    const uint64_t need = *xrow * static_cast<uint64_t>(n_tokens);
+    const int64_t rows = ScratchRows(n_tokens);
+    const uint64_t need = *xrow * static_cast<uint64_t>(rows);
     if (scratch->xq.size() < need) scratch->xq.resize(need);
     uint8_t* buf = scratch->xq.data();
-    if (need_xd && scratch->xd.size() < static_cast<size_t>(nb * n_tokens))
-      scratch->xd.resize(static_cast<size_t>(nb * n_tokens));
+    if (need_xd && scratch->xd.size() < static_cast<size_t>(nb * rows))
+      scratch->xd.resize(static_cast<size_t>(nb * rows));
     float* xd_buf = scratch->xd.data();
     if (dot_prep != nullptr) {
-      if (scratch->xp.size() < static_cast<size_t>(xp_stride * n_tokens))
-        scratch->xp.resize(static_cast<size_t>(xp_stride * n_tokens));
-      if (scratch->xs8.size() < static_cast<size_t>(nb * n_tokens))
-        scratch->xs8.resize(static_cast<size_t>(nb * n_tokens));
+      if (scratch->xp.size() < static_cast<size_t>(xp_stride * rows))
+        scratch->xp.resize(static_cast<size_t>(xp_stride * rows));
+      if (scratch->xs8.size() < static_cast<size_t>(nb * rows))
+        scratch->xs8.resize(static_cast<size_t>(nb * rows));
     }
     int8_t* xp_buf = scratch->xp.data();
     int32_t* xs8_buf = scratch->xs8.data();
@@ -165,9 +166,8 @@ void MatMul(const MatrixView& w, const float* x, int64_t ldx, int64_t n_tokens, 
 }
 
 bool CanPretile(const MatrixView& w) {
-  return !w.tiled && w.type == DType::kQ4_0 && internal::HasTiledKernels(w.type) &&
-         w.rows > 0 && w.rows % internal::kTileRows == 0 &&
-         w.cols % (internal::kTileBlocks * internal::kQK) == 0;
+  return !w.tiled && w.type == DType::kQ4_0 && internal::HasTiledKernels(w.type) && w.rows > 0 &&
+         w.rows % internal::kTileRows == 0 && w.cols % (internal::kTileBlocks * internal::kQK) == 0;
 }
 
 MatrixView Pretile(const MatrixView& w, uint8_t* dst, ThreadPool* pool) {

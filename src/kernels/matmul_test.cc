@@ -138,7 +138,7 @@ TEST(MatMul, TiledEdgesMatchSingleRow) {
 TEST(MatMul, PretiledMatchesRowMajor) {
   const Matrix shape_only = MakeMatrix(DType::kQ4_0, 4, 512, 1);
   if (!CanPretile(shape_only.view)) GTEST_SKIP() << "no tiled Q4_0 kernels on " << SimdTargetName();
-  EXPECT_FALSE(CanPretile(MakeMatrix(DType::kQ4_0, 6, 512, 1).view));  // rows not 4k
+  EXPECT_FALSE(CanPretile(MakeMatrix(DType::kQ4_0, 6, 512, 1).view));      // rows not 4k
   EXPECT_FALSE(CanPretile(MakeMatrix(DType::kQ4_0, 8, 32 * 23, 1).view));  // partial group
   EXPECT_FALSE(CanPretile(MakeMatrix(DType::kQ4_K, 8, 2048, 1).view));
   ThreadPool pool(2);
@@ -177,7 +177,7 @@ TEST(MatMul, ScratchGrowsAndIsReused) {
   MatMulScratch scratch;
   MatMul(m.view, x.data(), 64, 5, y.data(), 16, nullptr, &scratch);
   const size_t size = scratch.xq.size();
-  EXPECT_EQ(size, 5u * 2 * 34);
+  EXPECT_EQ(size, static_cast<size_t>(ScratchRows(5)) * 2 * 34);  // room for 32 rows
   MatMul(m.view, x.data(), 64, 1, y.data(), 16, nullptr, &scratch);
   EXPECT_EQ(scratch.xq.size(), size);
 }

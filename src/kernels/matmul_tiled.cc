@@ -42,7 +42,7 @@ void MatMulTiled(const MatrixView& w, const uint8_t* xq, uint64_t xq_stride, int
   const uint64_t rg_bytes = static_cast<uint64_t>(groups) * tt->weight_group_bytes;
 
   // [n_tokens, groups] activation groups, packed once per token.
-  const uint64_t need = act_bytes * static_cast<uint64_t>(n_tokens);
+  const uint64_t need = act_bytes * static_cast<uint64_t>(ScratchRows(n_tokens));
   if (scratch->xt.size() < need) scratch->xt.resize(need);
   uint8_t* xt = scratch->xt.data();
   const TilePackActFn pack = tt->pack_act;
@@ -89,11 +89,9 @@ void MatMulTiled(const MatrixView& w, const uint8_t* xq, uint64_t xq_stride, int
       // 2440 -> 1191; Q4_K 8 tokens 1663 -> 1143 (in-cache runs unchanged or faster).
       const uint8_t* next =
           w.tiled ? tiled_at(p1) : w.data + static_cast<uint64_t>(p1) * w.row_bytes;
-      const int64_t next_lines =
-          static_cast<int64_t>((static_cast<uint64_t>(std::min(r1, p1 + panel_rows) - p1) *
-                                    w.row_bytes +
-                                kLine - 1) /
-                               kLine);
+      const int64_t next_lines = static_cast<int64_t>(
+          (static_cast<uint64_t>(std::min(r1, p1 + panel_rows) - p1) * w.row_bytes + kLine - 1) /
+          kLine);
       const int64_t calls = n_rg * ((n_tokens + kTileMaxTokens - 1) / kTileMaxTokens);
       // Pretiled weights read in one pass (fewer than 4 tokens) stream from huge pages on the
       // hardware prefetcher alone: the extra requests cost decode 3% (shoal bench tg128, 1b
@@ -133,7 +131,8 @@ void MatMulTiled(const MatrixView& w, const uint8_t* xq, uint64_t xq_stride, int
 void PretileRows(const MatrixView& w, uint8_t* dst, ThreadPool* pool) {
   const TileType* tt = TileTypeFor(w.type);
   SHOAL_CHECK(tt != nullptr && w.rows % kTileRows == 0 && w.cols % tt->group_elems == 0);
-  const uint64_t rg_bytes = static_cast<uint64_t>(w.cols / tt->group_elems) * tt->weight_group_bytes;
+  const uint64_t rg_bytes =
+      static_cast<uint64_t>(w.cols / tt->group_elems) * tt->weight_group_bytes;
   SHOAL_CHECK(rg_bytes == kTileRows * w.row_bytes);  // the layout holds the same bytes
   auto groups = [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g)

@@ -209,16 +209,17 @@ Status DenseDecoder::Forward(const Batch& b, const float* hidden_in, KvStore& kv
       return Errorf("sequence {}: block table holds {} blocks, {} positions needed", c.seq_id,
                     c.blocks.size(), need);
   }
-  Grow(ws_.x, n * E);
-  Grow(ws_.xn, n * E);
-  Grow(ws_.q, n * qd);
-  Grow(ws_.k, n * kd);
-  Grow(ws_.v, n * vd);
-  Grow(ws_.att, n * ad);
-  Grow(ws_.tmp, n * E);
-  Grow(ws_.gate, n * hp.n_ff);
-  Grow(ws_.up, n * hp.n_ff);
-  Grow(ws_.rope, n * hp.n_rot);
+  const int64_t nr = kernels::ScratchRows(n);  // rows the buffers hold room for
+  Grow(ws_.x, nr * E);
+  Grow(ws_.xn, nr * E);
+  Grow(ws_.q, nr * qd);
+  Grow(ws_.k, nr * kd);
+  Grow(ws_.v, nr * vd);
+  Grow(ws_.att, nr * ad);
+  Grow(ws_.tmp, nr * E);
+  Grow(ws_.gate, nr * hp.n_ff);
+  Grow(ws_.up, nr * hp.n_ff);
+  Grow(ws_.rope, nr * hp.n_rot);
   float* x = ws_.x.data();
 
   if (is_first_stage()) {
