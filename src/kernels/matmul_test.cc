@@ -182,6 +182,25 @@ TEST(MatMul, ScratchGrowsAndIsReused) {
   EXPECT_EQ(scratch.xq.size(), size);
 }
 
+// A longer step within the same 32-row class reuses the scratch as it is: no reallocation, so
+// no page faulted in afresh (kernels::ScratchRows).
+TEST(MatMul, ScratchKeepsItsRowClass) {
+  const Matrix m = MakeMatrix(DType::kQ8_0, 16, 64, 1);
+  const auto x = RandomFloats(40 * 64, 2);
+  std::vector<float> y(40 * 16);
+  MatMulScratch scratch;
+  MatMul(m.view, x.data(), 64, 3, y.data(), 16, nullptr, &scratch);
+  const uint8_t* at = scratch.xq.data();
+  MatMul(m.view, x.data(), 64, 32, y.data(), 16, nullptr, &scratch);
+  EXPECT_EQ(scratch.xq.data(), at);
+  MatMul(m.view, x.data(), 64, 33, y.data(), 16, nullptr, &scratch);  // the next class
+  EXPECT_EQ(scratch.xq.size(), 64u * 2 * 34);
+  EXPECT_EQ(ScratchRows(0), 0);
+  EXPECT_EQ(ScratchRows(1), 32);
+  EXPECT_EQ(ScratchRows(32), 32);
+  EXPECT_EQ(ScratchRows(33), 64);
+}
+
 TEST(MatMul, EmptyShapesDoNothing) {
   const Matrix m = MakeMatrix(DType::kQ4_0, 4, 32, 1);
   std::vector<float> x(32, 1.0f), y(4, 7.0f);
