@@ -180,15 +180,21 @@ restore() {  # every node running and not stopped again (a killed one restarts o
 # give that assignment up within --dead-ms and serve a newer plan without the node while it is
 # still stopped (it stays stopped --dead-ms + 3 s). Sets victims and extra of trial().
 epoch_now() { cluster | python3 -c "import json,sys; print(json.load(sys.stdin)['epoch'])"; }
+# Chosen before the trial's streams start (sa_* of trial()): chosen after, the ~1 s of queries
+# let 4 streams of 400 tokens (1.9 s on a Zen 5 host) end first, and a node killed on an idle
+# pipeline fails no step, so no plan followed.
+prepare_stop_assign() {
+  local r=$RANDOM
+  sa_e0=$(epoch_now)
+  sa_dead=$(stages | pick $r 1)
+  sa_target=$(standbys | sed -n 1p)  # reads all its input: head would SIGPIPE the pipeline
+  [ -n "$sa_target" ] || sa_target=$(stages | grep -vx "$sa_dead" | pick $r 1)
+  sa_plans=$(grep -c "plan of epoch" "$TMP/serve.log" || true)
+  sa_silent=$(grep -c "assignment: node .*silent" "$TMP/serve.log" || true)
+}
 fault_stop_assign() {
-  local r=$RANDOM dead target plans silent t e0
-  e0=$(epoch_now)
-  dead=$(stages | pick $r 1)
-  target=$(standbys | sed -n 1p)  # reads all its input: head would SIGPIPE the pipeline
-  [ -n "$target" ] || target=$(stages | grep -vx "$dead" | pick $r 1)
+  local dead=$sa_dead target=$sa_target plans=$sa_plans silent=$sa_silent e0=$sa_e0 t
   victims="$dead $target"
-  plans=$(grep -c "plan of epoch" "$TMP/serve.log" || true)
-  silent=$(grep -c "assignment: node .*silent" "$TMP/serve.log" || true)
   kill -9 "$(cat "$TMP/$dead.pid")"
   for _ in $(seq 1 2000); do [ "$(grep -c "plan of epoch" "$TMP/serve.log" || true)" -gt "$plans" ] && break; sleep 0.005; done
   kill -STOP "$(cat "$TMP/$target.pid")"
@@ -220,8 +226,10 @@ fault_join_rebalance() {
 }
 trial() {
   local kind=$1 i=$2 victims="" t_fault r=$RANDOM v note="" fo0 st0
+  local sa_e0 sa_dead sa_target sa_plans sa_silent
   rm -f "$TMP/started"
   fo0=$(failovers) st0=$(stale_frames)
+  [ "$kind" = stop_assign ] && prepare_stop_assign
   "${HX[@]}" python3 "$DIR/chaos_client.py" "$PORT" "$TMP/t$i.json" $N_REQ $MAX_TOK "$TMP/started" &
   local cp=$!
   for _ in $(seq 1 1500); do [ -f "$TMP/started" ] && break; sleep 0.02; done
