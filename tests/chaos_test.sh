@@ -180,9 +180,7 @@ restore() {  # every node running and not stopped again (a killed one restarts o
 # give that assignment up within --dead-ms and serve a newer plan without the node while it is
 # still stopped (it stays stopped --dead-ms + 3 s). Sets victims and extra of trial().
 epoch_now() { cluster | python3 -c "import json,sys; print(json.load(sys.stdin)['epoch'])"; }
-# Chosen before the trial's streams start (sa_* of trial()): chosen after, the ~1 s of queries
-# let 4 streams of 400 tokens (1.9 s on a Zen 5 host) end first, and a node killed on an idle
-# pipeline fails no step, so no plan followed.
+# Chosen before the trial's streams start (sa_* of trial()), as every trial's victims are.
 prepare_stop_assign() {
   local r=$RANDOM
   sa_e0=$(epoch_now)
@@ -229,17 +227,20 @@ trial() {
   local sa_e0 sa_dead sa_target sa_plans sa_silent
   rm -f "$TMP/started"
   fo0=$(failovers) st0=$(stale_frames)
-  [ "$kind" = stop_assign ] && prepare_stop_assign
-  "${HX[@]}" python3 "$DIR/chaos_client.py" "$PORT" "$TMP/t$i.json" $N_REQ $MAX_TOK "$TMP/started" &
-  local cp=$!
-  for _ in $(seq 1 1500); do [ -f "$TMP/started" ] && break; sleep 0.02; done
+  # Victims are chosen before the streams start, so the fault lands while they run: the
+  # queries take ~0.3-1 s, and 4 streams of 400 tokens last ~1.8 s on a Zen 5 host (a fault
+  # after them finds an idle pipeline, which fails no step).
   case $kind in
     kill1|restart|stop3|stop_dead|drain|partition5|loss5) victims=$(stages | pick $r 1) ;;
     kill2) victims=$(stages | pick $r 2) ;;
     kill_standby) victims=$(standbys | pick $r 1) ;;
     all_lost) victims=$NAMES ;;
-    stop_assign|join_rebalance) ;;  # chosen by their fault_ functions
+    stop_assign) prepare_stop_assign ;;
+    join_rebalance) ;;  # chosen by its fault_ function
   esac
+  "${HX[@]}" python3 "$DIR/chaos_client.py" "$PORT" "$TMP/t$i.json" $N_REQ $MAX_TOK "$TMP/started" &
+  local cp=$!
+  for _ in $(seq 1 1500); do [ -f "$TMP/started" ] && break; sleep 0.02; done
   t_fault=$(date +%s.%N)
   local extra=""
   case $kind in
