@@ -170,21 +170,9 @@ TEST(MatMul, PretiledMatchesRowMajor) {
   }
 }
 
-TEST(MatMul, ScratchGrowsAndIsReused) {
-  const Matrix m = MakeMatrix(DType::kQ8_0, 16, 64, 1);
-  const auto x = RandomFloats(5 * 64, 2);
-  std::vector<float> y(5 * 16);
-  MatMulScratch scratch;
-  MatMul(m.view, x.data(), 64, 5, y.data(), 16, nullptr, &scratch);
-  const size_t size = scratch.xq.size();
-  EXPECT_EQ(size, static_cast<size_t>(ScratchRows(5)) * 2 * 34);  // room for 32 rows
-  MatMul(m.view, x.data(), 64, 1, y.data(), 16, nullptr, &scratch);
-  EXPECT_EQ(scratch.xq.size(), size);
-}
-
 // A longer step within the same 32-row class reuses the scratch as it is: no reallocation, so
 // no page faulted in afresh (kernels::ScratchRows).
-TEST(MatMul, ScratchKeepsItsRowClass) {
+TEST(MatMul, ScratchGrowsInRowClassesAndIsReused) {
   const Matrix m = MakeMatrix(DType::kQ8_0, 16, 64, 1);
   const auto x = RandomFloats(40 * 64, 2);
   std::vector<float> y(40 * 16);
@@ -194,6 +182,8 @@ TEST(MatMul, ScratchKeepsItsRowClass) {
   MatMul(m.view, x.data(), 64, 32, y.data(), 16, nullptr, &scratch);
   EXPECT_EQ(scratch.xq.data(), at);
   MatMul(m.view, x.data(), 64, 33, y.data(), 16, nullptr, &scratch);  // the next class
+  EXPECT_EQ(scratch.xq.size(), 64u * 2 * 34);
+  MatMul(m.view, x.data(), 64, 1, y.data(), 16, nullptr, &scratch);  // and never shrinks
   EXPECT_EQ(scratch.xq.size(), 64u * 2 * 34);
   EXPECT_EQ(ScratchRows(0), 0);
   EXPECT_EQ(ScratchRows(1), 32);
