@@ -93,10 +93,13 @@ void MatMulTiled(const MatrixView& w, const uint8_t* xq, uint64_t xq_stride, int
           (static_cast<uint64_t>(std::min(r1, p1 + panel_rows) - p1) * w.row_bytes + kLine - 1) /
           kLine);
       const int64_t calls = n_rg * ((n_tokens + kTileMaxTokens - 1) / kTileMaxTokens);
-      // Pretiled weights read in one pass (fewer than 4 tokens) stream from huge pages on the
-      // hardware prefetcher alone: the extra requests cost decode 3% (shoal bench tg128, 1b
-      // Q4_0, 1 thread: 22.8 -> 23.5 tok/s without them; row path 24.2).
-      const bool one_pass = w.tiled && n_tokens < kTileMaxTokens;
+      // Pretiled weights read by one token stream from huge pages on the hardware prefetcher
+      // alone: the extra requests cost decode 3% (shoal bench tg128, 1b Q4_0, 1 thread: 22.8 ->
+      // 23.5 tok/s without them; row path 24.2). Two or three tokens compute long enough per
+      // line that the hardware prefetcher falls behind: BM_MatMulCold Q4_0 pretiled, 2 tokens,
+      // 1 thread, 10 interleaved pairs on the Zen 5 host: median 146.5 -> 124.5 us with them
+      // (4 tokens 144 either way, 2 tokens had been slower than 4).
+      const bool one_pass = w.tiled && n_tokens < 2;
       const int64_t per_call = one_pass ? 0 : (next_lines + calls - 1) / calls;
       int64_t fetched = 0;
       for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileMaxTokens) {
