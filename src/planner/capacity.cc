@@ -197,9 +197,9 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   pass(run.node, r->micro_batch, &sum_lat, &max_busy, &busiest, &bound);
   // Stages sharing C cores: a round's G m_g micro-batches through every stage, and the
   // coordinator's overhead after each of the G group steps, on min(C, S) cores.
-  const double shared = r->opt.host_cores > 0
-                            ? G * (m_g * sum_busy + ovh) / std::min<double>(r->opt.host_cores, S)
-                            : 0;
+  const double trip = m_g * sum_busy + ovh;  // one group step's work, every stage
+  const double shared =
+      r->opt.host_cores > 0 ? G * trip / std::min<double>(r->opt.host_cores, S) : 0;
   pass(d.node, 1, &single, &unused, nullptr, nullptr);  // one sequence runs alone
   const double group_step = sum_lat + (m_g - 1) * max_busy + ovh;
   const double full = std::max(G * m_g * max_busy, shared);
@@ -237,6 +237,20 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
     if (r->groups > 1 || b_r <= 1) {
       r->ttft_batch_s = PrefillSeconds(p, run, *r, prompt, b_r);
       r->request_s = r->ttft_batch_s + (r->opt.output - 1) * cycle;
+      if (r->opt.host_cores > 0 && r->groups > 1 && S > 1) {
+        // Shared cores, overlapped groups, requests arriving as others finish: a new prompt's
+        // step holds each stage in turn for its whole prompt, and the other groups' decode
+        // steps queue behind it there. Beside it they do the rest of the trip they were on
+        // (half, on average) and one trip in its wake (its stage's queue runs while it
+        // computes at the next stage): 1.5 group steps each. The rest of the decode work
+        // shares the cores. 4 stages x 4 in flight on 2 cores (Zen 5 host): 9-12% idle, 1.2-1.4
+        // s a wave of 4 requests, against 1.1 s priced with the cores packed; this prices 1.39.
+        const double one = PrefillSeconds(p, run, *r, prompt, 1);
+        const double decode_work = (r->opt.output - 1) * G * trip;
+        const double beside = std::min(decode_work, b_r * (G - 1) * 1.5 * trip);
+        const double cores = std::min<double>(r->opt.host_cores, S);
+        r->request_s = std::max(r->request_s, b_r * one + (decode_work - beside) / cores);
+      }
     } else {
       // One group: the requests reach the server one after another and an idle engine steps
       // at the first, so its prompt is prefilled alone and the other b_r - 1 together in the
