@@ -162,8 +162,10 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   r->groups = PipelineGroups(p, r->opt, S, b_r);
   // Stages that share one machine (--host-cores) and overlap their groups' steps compute at the
   // same time and share its memory bus: priced on the node as it runs beside the others.
+  const bool co_running = r->opt.host_cores > 0 && r->groups > 1 && S > 1;
+  const double cores = std::min<double>(r->opt.host_cores, S);  // with host_cores > 0
   DevicePreset run = d;
-  if (r->opt.host_cores > 0 && r->groups > 1 && S > 1) run.node = CoRunning(d.node);
+  if (co_running) run.node = CoRunning(d.node);
   // Per stage, the decode of `mb` sequences: summed latency and the busiest occupancy.
   double sum_busy = 0;  // of the last pass: all stages' occupancy, for shared cores
   auto pass = [&](const NodeInfo& node, double mb, double* lat, double* busy, size_t* busiest,
@@ -198,8 +200,7 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   // Stages sharing C cores: a round's G m_g micro-batches through every stage, and the
   // coordinator's overhead after each of the G group steps, on min(C, S) cores.
   const double trip = m_g * sum_busy + ovh;  // one group step's work, every stage
-  const double shared =
-      r->opt.host_cores > 0 ? G * trip / std::min<double>(r->opt.host_cores, S) : 0;
+  const double shared = r->opt.host_cores > 0 ? G * trip / cores : 0;
   pass(d.node, 1, &single, &unused, nullptr, nullptr);  // one sequence runs alone
   const double group_step = sum_lat + (m_g - 1) * max_busy + ovh;
   const double full = std::max(G * m_g * max_busy, shared);
@@ -237,7 +238,7 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
     if (r->groups > 1 || b_r <= 1) {
       r->ttft_batch_s = PrefillSeconds(p, run, *r, prompt, b_r);
       r->request_s = r->ttft_batch_s + (r->opt.output - 1) * cycle;
-      if (r->opt.host_cores > 0 && r->groups > 1 && S > 1) {
+      if (co_running) {
         // Shared cores, overlapped groups, requests arriving as others finish: a new prompt's
         // step holds each stage in turn for its whole prompt, and the other groups' decode
         // steps queue behind it there. Beside it they do the rest of the trip they were on
@@ -248,7 +249,6 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
         const double one = PrefillSeconds(p, run, *r, prompt, 1);
         const double decode_work = (r->opt.output - 1) * G * trip;
         const double beside = std::min(decode_work, b_r * (G - 1) * 1.5 * trip);
-        const double cores = std::min<double>(r->opt.host_cores, S);
         r->request_s = std::max(r->request_s, b_r * one + (decode_work - beside) / cores);
       }
     } else {
