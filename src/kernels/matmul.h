@@ -21,13 +21,13 @@ struct MatrixView {
   bool tiled = false;
 };
 
-// Reusable buffer for quantized activations (grows, never shrinks: no allocation per token).
 // Rows a scratch buffer is sized for: n rounded up to 32. Grown to the exact rows of each longer
 // prompt step, buffers were reallocated (their pages faulted in afresh) at every new maximum:
 // ~2,500 page faults a node for a ~150-row step of a 2048-wide model, each ~20 us on the Zen 5
 // VM, paid once per stage of a pipeline. 32 rows: a 256 MB node's prefill chunk (planner).
 inline int64_t ScratchRows(int64_t n) { return (n + 31) / 32 * 32; }
 
+// Reusable buffer for quantized activations (grows, never shrinks: no allocation per token).
 struct MatMulScratch {
   std::vector<uint8_t> xq;
   std::vector<float> xd;     // Q8_0 activations: each block's scale as a float, [n_tokens, blocks]
