@@ -7,7 +7,7 @@ MODEL ?=
 PROMPT ?= Once upon a time
 SHOAL = $(BUILD)/bin/shoal
 
-.PHONY: all deps configure build test test-asan chaos demo clean format
+.PHONY: all deps configure build test test-asan chaos demo plots clean format
 
 all: build
 
@@ -41,6 +41,11 @@ chaos: build
 
 demo: build
 	@scripts/demo.sh "$(SHOAL)" "$(MODEL)" "$(SHARED)" "$(PROMPT)"
+
+# docs/plots/*.svg from `shoal plan` and `shoal sim` (docs/SCALE.md; ~2 minutes on 2 cores).
+plots: build
+	@scripts/install_deps.sh gnuplot-nox
+	docs/plots/make_plots.sh $(SHOAL)
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan

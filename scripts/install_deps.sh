@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Shoal builds and tests with; does nothing when all are present.
+# Installs the Debian 12 packages Shoal builds and tests with, and any named as arguments (e.g.
+# gnuplot-nox for `make plots`); does nothing when all are present.
 set -euo pipefail
 
 PKGS=(
@@ -7,6 +8,7 @@ PKGS=(
   libhwy-dev libboost-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libsimgrid-dev
   curl python3 iproute2 nftables
+  "$@"
 )
 # iproute2 (ip netns, tc) and nftables (loss and partitions) serve tests/netns_test.sh and the
 # chaos suite's network trials, which run where they are root.

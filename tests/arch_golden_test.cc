@@ -88,10 +88,11 @@ int CompareIds(const std::vector<int32_t>& got, const std::vector<int32_t>& want
   size_t i = 0;
   for (; i < want.size() && i < got.size(); ++i) {
     if (got[i] == want[i]) continue;
-    if (strict)
+    if (strict) {
       EXPECT_LT(margins[i], 2 * tol)
           << what << ": id " << got[i] << " != " << want[i] << " at step " << i
           << " (llama.cpp margin " << margins[i] << ")";
+    }
     std::fprintf(stderr, "%s: diverges at step %zu (llama.cpp margin %.2e)\n", what.c_str(), i,
                  margins[i]);
     break;
@@ -299,7 +300,9 @@ TEST_P(ArchGolden, TeacherForcedUntilFirstFlip) {
         EXPECT_LE(d, spread) << p["name"] << " step " << i << ": the first flip";
         break;
       }
-      if (margins[i] > 2 * kLastBits) EXPECT_EQ(ArgMax(rows[i]), gen[i]) << p["name"] << " " << i;
+      if (margins[i] > 2 * kLastBits) {
+        EXPECT_EQ(ArgMax(rows[i]), gen[i]) << p["name"] << " " << i;
+      }
       ++exact;
     }
     std::fprintf(stderr, "%s %s: %zu steps at the last bits, then %s %.2e\n",

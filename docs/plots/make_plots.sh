@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates docs/plots/*.svg (tokens/s against node count and against failure rate) from
 # `shoal plan` and `shoal sim` output. Usage: docs/plots/make_plots.sh [build/bin/shoal]
-# Needs gnuplot (Debian: gnuplot-nox). Takes ~2 minutes on a 2-core machine.
+# Needs gnuplot (Debian: gnuplot-nox; `make plots` installs it and runs this). Takes ~2 minutes
+# on a 2-core machine.
 set -euo pipefail
 SHOAL=${1:-build/bin/shoal}
 DIR=$(cd "$(dirname "$0")" && pwd)

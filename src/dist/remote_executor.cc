@@ -90,7 +90,9 @@ namespace {
 // time), so that the watching thread goes on reading answers and pinging while data flows.
 class Fetches {
  public:
-  ~Fetches() { Join(); }
+  // The threads must end before the file and connections they use; an early return has an
+  // error of its own to report, so theirs is dropped here.
+  ~Fetches() { static_cast<void>(Join()); }
   void Start(const gguf::File& file, net::Frame request, std::shared_ptr<net::Conn> conn,
              const std::string& name) {
     threads_.emplace_back([this, &file, request = std::move(request), conn, name] {

@@ -199,7 +199,9 @@ TEST(VecDot, Q8_KActivationQuantizerMatchesReferenceOnEveryTarget) {
       }
     }
   }
-  if (std::string(SimdTargetName()).rfind("AVX3", 0) == 0) EXPECT_GT(tested, 0);
+  if (std::string(SimdTargetName()).rfind("AVX3", 0) == 0) {
+    EXPECT_GT(tested, 0);
+  }
 }
 
 // The four-row kernels (batched MatMul) give each row exactly the single-row reference bits.

@@ -1,5 +1,6 @@
 // The simulated network: a star (every node on one non-blocking switch) or a two-level fat tree
 // of leaf switches under spine switches, hosts n0..n{N-1} plus the coordinator.
+#include <fmt/format.h>
 #include <simgrid/s4u.hpp>
 
 #include "sim/sim_state.h"
@@ -30,7 +31,7 @@ void BuildStar(State* s, double bw, double lat) {
   s->coordinator = add("coordinator", bw * kCoordinatorBwFactor);
   s->hosts.reserve(static_cast<size_t>(s->report.hosts));
   for (int64_t i = 0; i < s->report.hosts; ++i)
-    s->hosts.push_back(add("n" + std::to_string(i), bw));
+    s->hosts.push_back(add(fmt::format("n{}", i), bw));
   // Shared cores: one multi-core host for the stages' execs (at most host_cores at full speed,
   // more share them); it sends nothing, so it has no route.
   if (s->opt.host_cores > 0)
@@ -50,9 +51,9 @@ void BuildFatTree(State* s, double bw, double lat) {
   s->hosts.assign(static_cast<size_t>(s->report.hosts), nullptr);
   auto netpoint = [s](sg4::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
     const auto i = static_cast<int64_t>(id);
-    std::string name = i < s->report.hosts    ? "n" + std::to_string(i)
+    std::string name = i < s->report.hosts    ? fmt::format("n{}", i)
                        : i == s->report.hosts ? std::string("coordinator")
-                                              : "pad" + std::to_string(i);
+                                              : fmt::format("pad{}", i);
     sg4::Host* h = zone->create_host(name, kHostSpeed);
     if (i < s->report.hosts) s->hosts[static_cast<size_t>(i)] = h;
     if (i == s->report.hosts) s->coordinator = h;

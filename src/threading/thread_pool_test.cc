@@ -37,7 +37,9 @@ TEST(ThreadPoolTest, ParallelForDynamicCoversEachIndexOnce) {
       });
       for (auto& h : hits) EXPECT_EQ(h.load(), 1);
       // Many chunks per thread where there is enough work to cut.
-      if (threads > 1 && n >= 1000) EXPECT_GT(calls.load(), threads);
+      if (threads > 1 && n >= 1000) {
+        EXPECT_GT(calls.load(), threads);
+      }
     }
   }
 }
