@@ -351,11 +351,11 @@ TEST(Capacity, StagesSharingCoresOfOneMachine) {
   EXPECT_FALSE(PlanCapacity(*p, *d, o).ok());
 }
 
-TEST(Capacity, PromptsAndDecodesShareTheCores) {
-  // Closed loop on 4 stages sharing 2 cores, one group per stage: a round of requests lasts at
-  // least all its work packed on the 2 cores, the 4 prompts' passes (2 a core) and the decode
-  // steps. A long prompt's passes make that dearer than the pipelined prefill and packed decode
-  // alone; on machines of their own the pipelined price stands.
+TEST(Capacity, PromptsHoldSharedCoresWhileOtherGroupsQueue) {
+  // Closed loop on 4 stages sharing 2 cores, one group per stage: each request's prompt passes
+  // the stages alone while the other 3 groups queue behind it, so a round of requests lasts at
+  // least its prompts one after another plus the decode work they left over 2 cores. A 1-token
+  // prompt leaves the cores packed as before; a long one costs more than the packed price.
   auto p = ModelPresetProfile("llama-3.1-8b", DType::kQ4_0);
   auto d = FindDevicePreset("rpi5-8g");
   ASSERT_TRUE(p.ok() && d.ok());
@@ -365,16 +365,24 @@ TEST(Capacity, PromptsAndDecodesShareTheCores) {
   o.stages = 4;
   o.output = 32;
   o.host_cores = 2;
+  o.prompt = 1;
+  auto tiny = PlanCapacity(*p, *d, o);
   o.prompt = 512;
   auto longp = PlanCapacity(*p, *d, o);
   o.host_cores = 0;
   auto apart = PlanCapacity(*p, *d, o);
-  ASSERT_TRUE(longp.ok() && apart.ok());
+  ASSERT_TRUE(tiny.ok() && longp.ok() && apart.ok());
   ASSERT_EQ(longp->groups, 4);
-  // rpi5-8g has no co-running table: a prompt's pass costs its TTFT alone.
-  const double decode = 31 / longp->decode_tps_stream;
-  EXPECT_NEAR(longp->request_s, 2 * longp->ttft_s + decode, 1e-9);
-  EXPECT_GT(longp->request_s, 1.05 * (longp->ttft_batch_s + decode));
+  EXPECT_NEAR(tiny->request_s, tiny->ttft_batch_s + 31 / tiny->decode_tps_stream, 1e-9);
+  const double packed = longp->ttft_batch_s + 31 / longp->decode_tps_stream;
+  EXPECT_GT(longp->request_s, 1.05 * packed);
+  // One prompt after another: at least the 4 prompts' latency.
+  o.host_cores = 2;
+  o.concurrency = 1;
+  auto one = PlanCapacity(*p, *d, o);
+  ASSERT_TRUE(one.ok());
+  EXPECT_GT(longp->request_s, 4 * one->ttft_s);
+  // Machines of their own: the packed price, no queue behind a prompt on shared cores.
   EXPECT_NEAR(apart->request_s, apart->ttft_batch_s + 31 / apart->decode_tps_stream, 1e-9);
 }
 
