@@ -111,11 +111,12 @@ struct CapacityReport {
   // Requests of prompt + output at `concurrency` (opt.output > 0): output tokens/s of all
   // replicas with prefill and per-step overhead included, and the seconds one request takes.
   double served_tps = 0, request_s = 0;
-  double ttft_batch_s = 0;    // TTFT when the replica's requests arrive together (prefilled as one)
-  double bubble = 0;          // idle fraction of the busiest stage in a decode step
-  int32_t groups = 1;         // sequence groups with a step in flight each (opt.pipeline_groups)
-  int32_t micro_batches = 0;  // in flight per replica: groups x micro-batches per group step
-  double micro_batch = 0;     // sequences per micro-batch
+  double ttft_batch_s = 0;     // mean TTFT when the replica's requests arrive together
+  double prefill_batch_s = 0;  // until the last of those requests has its first token
+  double bubble = 0;           // idle fraction of the busiest stage in a decode step
+  int32_t groups = 1;          // sequence groups with a step in flight each (opt.pipeline_groups)
+  int32_t micro_batches = 0;   // in flight per replica: groups x micro-batches per group step
+  double micro_batch = 0;      // sequences per micro-batch
   std::string binding;
   double power_w = 0, cost_usd = 0, joules_per_token = 0;
 };

@@ -142,6 +142,7 @@ std::string CapacityToJson(const CapacityReport& r) {
   j["served_tokens_per_s"] = r.served_tps;
   j["request_s"] = r.request_s;
   j["ttft_batch_s"] = r.ttft_batch_s;
+  j["prefill_batch_s"] = r.prefill_batch_s;
   j["output"] = r.opt.output;
   j["step_overhead_s"] = r.opt.step_overhead_s;
   j["binding"] = r.binding;
