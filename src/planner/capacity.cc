@@ -242,13 +242,14 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   if (r->opt.output > 0) {
     // Closed loop: a replica's b_r requests start together, their prompts are prefilled (whole
     // chunks packed up to max_batched_tokens a step), then output - 1 decode steps of b_r.
+    const double first = PrefillSeconds(p, run, *r, prompt, 1);  // one prompt alone
     if (r->groups > 1 || b_r <= 1) {
       // The groups' prompts follow each other through the stages, the k-th one's first token
       // k - 1 gaps after the first's (PrefillSeconds is linear in the prompts here), so the
       // mean TTFT is halfway between the first and the last. (The last one's, reported as TTFT
       // before, read 962 ms for 2 stages x 4 in flight where the requests' mean was 644.)
       r->prefill_batch_s = PrefillSeconds(p, run, *r, prompt, b_r);
-      r->ttft_batch_s = (PrefillSeconds(p, run, *r, prompt, 1) + r->prefill_batch_s) / 2;
+      r->ttft_batch_s = (first + r->prefill_batch_s) / 2;
       r->request_s = r->prefill_batch_s + (r->opt.output - 1) * cycle;
       if (co_running) {
         // Shared cores, overlapped groups, requests arriving as others finish: a new prompt's
@@ -258,10 +259,9 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
         // computes at the next stage): 1.5 group steps each. The rest of the decode work
         // shares the cores. 4 stages x 4 in flight on 2 cores (Zen 5 host): 9-12% idle, 1.2-1.4
         // s a wave of 4 requests, against 1.1 s priced with the cores packed; this prices 1.39.
-        const double one = PrefillSeconds(p, run, *r, prompt, 1);
         const double decode_work = (r->opt.output - 1) * G * trip;
         const double beside = std::min(decode_work, b_r * (G - 1) * 1.5 * trip);
-        r->request_s = std::max(r->request_s, b_r * one + (decode_work - beside) / cores);
+        r->request_s = std::max(r->request_s, b_r * first + (decode_work - beside) / cores);
       }
     } else {
       // One group: the requests reach the server one after another and an idle engine steps
@@ -269,7 +269,6 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
       // next step (as the sim and `shoal serve` do). TTFT is the mean over the b_r requests;
       // the round lasts until the second step is done. Pricing all b_r as one step gave 1
       // stage x 4 in flight a TTFT of 917 ms against 825 measured (sim 667).
-      const double first = PrefillSeconds(p, run, *r, prompt, 1);
       const double rest = PrefillSeconds(p, run, *r, prompt, b_r - 1);
       r->ttft_batch_s = (first + (b_r - 1) * (first + rest)) / b_r;
       r->prefill_batch_s = first + rest;
