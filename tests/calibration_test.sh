@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Issue #8's target as a regression test: the stored calibration runs (real `shoal cluster up`
+# pipelines measured by bench/calibrate on the Zen 5 host, docs/calibration/$RUNS) re-priced by
+# this build's `shoal plan` and `shoal sim` must stay within 10% of measured tokens/s on every
+# configuration. A change to the cost model or the simulator that moves a row out fails here.
+# Exit 77 (skip) when the binary was built without SimGrid.
+set -euo pipefail
+SHOAL="$1"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+RUNS="${2:-measurements_s17_0856.json}"
+"$SHOAL" sim --help >/dev/null 2>&1 || { echo "shoal built without SimGrid: skipped"; exit 77; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+python3 "$ROOT/bench/calibrate" --shoal "$SHOAL" --measured "$ROOT/docs/calibration/$RUNS" \
+  --out "$out" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+grep -A 10 "^| stages | in flight | link | measured" "$out/log"
+python3 - "$out/calibration.json" <<'PY'
+import json, sys
+rows = [x["row"] for x in json.load(open(sys.argv[1]))["rows"]]
+assert len(rows) == 8, "expected 8 configurations, got %d" % len(rows)
+bad = []
+for r in rows:
+    for who in ("plan", "sim"):
+        err = r[who + "_tps"] / r["meas_tps"] - 1
+        if abs(err) > 0.10:
+            bad.append("%d x %d %s: %s %+.1f%%" % (r["stages"], r["conc"], r["link"], who,
+                                                   100 * err))
+assert not bad, "outside 10%: " + "; ".join(bad)
+print("every configuration within 10% for plan and sim")
+PY
