@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# Issue #8's target as a regression test: the stored calibration runs (real `shoal cluster up`
-# pipelines measured by bench/calibrate on the Zen 5 host, docs/calibration/$RUNS) re-priced by
-# this build's `shoal plan` and `shoal sim` must stay within 10% of measured tokens/s on every
-# configuration. A change to the cost model or the simulator that moves a row out fails here.
-# Exit 77 (skip) when the binary was built without SimGrid.
+# Issue #8's target as a regression test: the stored calibration runs of session 17 (real
+# `shoal cluster up` pipelines measured by bench/calibrate on the Zen 5 host,
+# docs/calibration/measurements_s17_*.json and measurements.json) re-priced by this build's
+# `shoal plan` and `shoal sim` must stay within 10% of measured tokens/s on every configuration
+# of every run. A change to the cost model or the simulator that moves a row out fails here
+# (~10 s a run). Exit 77 (skip) when the binary was built without SimGrid.
 set -euo pipefail
 SHOAL="$1"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-RUNS="${2:-measurements_s17_0856.json}"
+RUNS=(measurements_s17_0856.json measurements_s17_0923.json measurements.json)
 "$SHOAL" sim --help >/dev/null 2>&1 || { echo "shoal built without SimGrid: skipped"; exit 77; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-python3 "$ROOT/bench/calibrate" --shoal "$SHOAL" --measured "$ROOT/docs/calibration/$RUNS" \
-  --out "$out" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
-grep -A 10 "^| stages | in flight | link | measured" "$out/log"
-python3 - "$out/calibration.json" <<'PY'
+for runs in "${RUNS[@]}"; do
+  echo "== $runs"
+  python3 "$ROOT/bench/calibrate" --shoal "$SHOAL" --measured "$ROOT/docs/calibration/$runs" \
+    --probe-level-only --out "$out" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+  grep -A 10 "^| stages | in flight | link | measured" "$out/log"
+  python3 - "$out/calibration.json" <<'PY'
 import json, sys
 rows = [x["row"] for x in json.load(open(sys.argv[1]))["rows"]]
 assert len(rows) == 8, "expected 8 configurations, got %d" % len(rows)
@@ -28,3 +31,4 @@ for r in rows:
 assert not bad, "outside 10%: " + "; ".join(bad)
 print("every configuration within 10% for plan and sim")
 PY
+done
