@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue #8's target as a regression test: the stored calibration runs of session 17 (real
+# Issue #8's target as a regression test: the stored calibration runs of sessions 17 and 19 (real
 # `shoal cluster up` pipelines measured by bench/calibrate on the Zen 5 host,
-# docs/calibration/measurements_s17_*.json and measurements.json) re-priced by this build's
+# docs/calibration/measurements_s1{7,9}_*.json and measurements.json) re-priced by this build's
 # `shoal plan` and `shoal sim` must stay within 10% of measured tokens/s on every configuration
 # of every run. A change to the cost model or the simulator that moves a row out fails here
 # (~10 s a run). Exit 77 (skip) when the binary was built without SimGrid.
@@ -9,7 +9,7 @@ set -euo pipefail
 SHOAL="$1"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 RUNS=(measurements_s17_0856.json measurements_s17_0923.json measurements.json
-  measurements_s17_1040.json)
+  measurements_s17_1040.json measurements_s19_2009.json)
 "$SHOAL" sim --help >/dev/null 2>&1 || { echo "shoal built without SimGrid: skipped"; exit 77; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
