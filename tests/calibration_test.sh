@@ -9,14 +9,15 @@ set -euo pipefail
 SHOAL="$1"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 RUNS=(measurements_s17_0856.json measurements_s17_0923.json measurements.json
-  measurements_s17_1040.json measurements_s19_2009.json)
+  measurements_s17_1040.json measurements_s19_2009.json
+  measurements_s19_2030.json)
 "$SHOAL" sim --help >/dev/null 2>&1 || { echo "shoal built without SimGrid: skipped"; exit 77; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for runs in "${RUNS[@]}"; do
   echo "== $runs"
   python3 "$ROOT/bench/calibrate" --shoal "$SHOAL" --measured "$ROOT/docs/calibration/$runs" \
-    --probe-level-only --out "$out" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+    --probe-level-only --model "$out/cal.gguf" --out "$out" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
   grep -A 10 "^| stages | in flight | link | measured" "$out/log"
   python3 - "$out/calibration.json" <<'PY'
 import json, sys
