@@ -10,7 +10,8 @@ SHOAL="$1"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 RUNS=(measurements_s17_0856.json measurements_s17_0923.json measurements.json
   measurements_s17_1040.json measurements_s19_2009.json
-  measurements_s19_2030.json measurements_s19_2052.json)
+  measurements_s19_2030.json measurements_s19_2052.json
+  measurements_s19_2114.json)
 "$SHOAL" sim --help >/dev/null 2>&1 || { echo "shoal built without SimGrid: skipped"; exit 77; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
