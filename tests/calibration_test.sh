@@ -21,7 +21,8 @@ trap 'rm -rf "$out"' EXIT
 for runs in "${RUNS[@]}"; do
   echo "== $runs"
   python3 "$ROOT/bench/calibrate" --shoal "$SHOAL" --measured "$ROOT/docs/calibration/$runs" \
-    --probe-level-only --model "$out/cal.gguf" --out "$out" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+    --probe-level-only --model "$out/cal.gguf" --out "$out" >"$out/log" 2>&1 ||
+    { cat "$out/log"; exit 1; }
   grep -A 10 "^| stages | in flight | link | measured" "$out/log"
   python3 - "$out/calibration.json" <<'PY'
 import json, sys
