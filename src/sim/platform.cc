@@ -1,6 +1,7 @@
 // The simulated network: a star (every node on one non-blocking switch) or a two-level fat tree
 // of leaf switches under spine switches, hosts n0..n{N-1} plus the coordinator.
 #include <fmt/format.h>
+
 #include <simgrid/s4u.hpp>
 
 #include "sim/sim_state.h"
@@ -30,12 +31,15 @@ void BuildStar(State* s, double bw, double lat) {
   };
   s->coordinator = add("coordinator", bw * kCoordinatorBwFactor);
   s->hosts.reserve(static_cast<size_t>(s->report.hosts));
-  for (int64_t i = 0; i < s->report.hosts; ++i)
-    s->hosts.push_back(add(fmt::format("n{}", i), bw));
-  // Shared cores: one multi-core host for the stages' execs (at most host_cores at full speed,
-  // more share them); it sends nothing, so it has no route.
-  if (s->opt.host_cores > 0)
-    s->machine = zone->create_host("machine", kHostSpeed)->set_core_count(s->opt.host_cores);
+  for (int64_t i = 0; i < s->report.hosts; ++i) s->hosts.push_back(add(fmt::format("n{}", i), bw));
+  // Shared cores: one single-core host per core of the machine the stages' execs run on
+  // (State::PickCore); they send nothing, so they have no route. Stage i starts on core i mod
+  // cores, the coordinator after the last stage.
+  const auto cores = static_cast<size_t>(s->opt.host_cores);
+  for (size_t c = 0; c < cores; ++c)
+    s->cores.push_back(zone->create_host(fmt::format("core{}", c), kHostSpeed));
+  s->core_execs.assign(cores, 0);
+  for (size_t i = 0; cores > 0 && i <= s->stages.size(); ++i) s->last_core.push_back(i % cores);
   zone->seal();
 }
 

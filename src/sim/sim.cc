@@ -42,15 +42,18 @@ bool WaitOk(const sg4::ActivityPtr& a, double expected_s) {
 // --host-cores it is computed there beside the stages, else it only takes time.
 void StepOverhead(State* s) {
   if (s->opt.step_overhead_s <= 0) return;
-  if (s->machine == nullptr) {
+  if (s->cores.empty()) {
     sg4::this_actor::sleep_for(s->opt.step_overhead_s);
     return;
   }
+  const size_t core = s->PickCore(s->stages.size());
   sg4::ExecPtr ex = sg4::this_actor::exec_init(s->opt.step_overhead_s * kHostSpeed);
-  ex->set_host(s->machine);
+  ex->set_host(s->cores[core]);
   ex->start();
+  ++s->core_execs[core];
   ++s->report.activities;
   WaitOk(ex, s->opt.step_overhead_s);
+  --s->core_execs[core];
 }
 
 // What one lane's step plan holds.
@@ -94,10 +97,12 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
     const double hop = s->HopSeconds(bytes);
     const double send_cpu =
         std::min(c.busy_s, static_cast<double>(bytes) * s->device.node.link_cpu_s_per_byte);
-    sg4::Host* on = s->machine != nullptr ? s->machine : host;
+    const size_t core = s->cores.empty() ? 0 : s->PickCore(i);
+    sg4::Host* on = s->cores.empty() ? host : s->cores[core];
     sg4::ExecPtr ex = sg4::this_actor::exec_init((c.busy_s - send_cpu) * kHostSpeed);
     ex->set_host(on);
     ex->start();
+    if (!s->cores.empty()) ++s->core_execs[core];
     ++s->report.activities;
     bool ok = WaitOk(ex, c.busy_s);
     sg4::Host* next = last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
@@ -115,6 +120,7 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
     } else {
       ok = false;
     }
+    if (!s->cores.empty()) --s->core_execs[core];  // its compute and send both done
     fifo[i]->unlock();
     if (!ok || rep->epoch != epoch) {
       if (cm) {

@@ -78,8 +78,11 @@ struct State {
   std::deque<Lane> lanes;
   std::vector<simgrid::s4u::Host*> hosts;
   simgrid::s4u::Host* coordinator = nullptr;
-  simgrid::s4u::Host* machine = nullptr;       // opt.host_cores > 0: where every stage computes
-  std::vector<int64_t> spares;                 // host indices
+  // opt.host_cores > 0: the shared machine, one single-core host per core (see PickCore).
+  std::vector<simgrid::s4u::Host*> cores;
+  std::vector<int32_t> core_execs;  // execs computing on each core now
+  std::vector<size_t> last_core;    // where each stage (and, last, the coordinator) last ran
+  std::vector<int64_t> spares;      // host indices
   std::unordered_map<int64_t, int32_t> owner;  // host index -> replica
   std::vector<uint8_t> dead;
   std::mt19937_64 rng;
@@ -98,6 +101,10 @@ struct State {
   double HopSeconds(uint64_t bytes) const;  // transfer at the node's link rate + latency
   void FailRandomHost(double now);
   uint64_t ReturnBytes(int32_t sampled) const;  // logits of the sampled rows to the coordinator
+  // opt.host_cores > 0: the core stage `who` (stages.size(): the coordinator) computes its next
+  // exec on, as the kernel wakes a thread: its last core, unless that one is computing and
+  // another computes less. An exec stays on its core until done.
+  size_t PickCore(size_t who);
   void Finalize();
 };
 
