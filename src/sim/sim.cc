@@ -90,12 +90,10 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
     }
     // Hidden rows to the next stage; the last stage's logits to the coordinator. The network
     // stacks' CPU for them (part of the stage's busy time) overlaps their time on the wire, as
-    // planner::StageDecodeCost prices it, and runs on the stage's core after its compute; the
-    // stage takes its next micro-batch meanwhile (the FIFO is released after the compute):
-    // through the 1 Gbit/s shaper (~10 ns a byte) that CPU is mostly the kernel's, outside the
-    // node processes, whose CPU read 0.73-0.89 of the price on the shaped rows. Holding the
-    // stage for it priced the shaped 2 x 4 calibration row -5.0% (mean of 13 stored runs); this,
-    // +2.9%.
+    // planner::StageDecodeCost prices it: the stage computes, then sends while that CPU runs,
+    // holding its FIFO. (Releasing the FIFO after the compute, the CPU beside the stage's next
+    // micro-batch, priced the shaped 2 x 4 calibration row +2.9% on average over 13 stored runs
+    // where holding it priced -5.0%, but read +10.8% on the next run, out of sample: not kept.)
     const bool last = i + 1 == s->stages.size();
     const uint64_t bytes = std::max<uint64_t>(
         1, last ? s->ReturnBytes(sampled) : s->row_bytes * static_cast<uint64_t>(decode + prefill));
@@ -110,7 +108,6 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
     if (!s->cores.empty()) ++s->core_execs[core];
     ++s->report.activities;
     bool ok = WaitOk(ex, c.busy_s);
-    fifo[i]->unlock();
     sg4::Host* next = last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
     sg4::CommPtr cm;
     if (ok && host->is_on() && next->is_on()) {
@@ -127,6 +124,7 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
       ok = false;
     }
     if (!s->cores.empty()) --s->core_execs[core];  // its compute and send both done
+    fifo[i]->unlock();
     if (!ok || rep->epoch != epoch) {
       if (cm) {
         try {
