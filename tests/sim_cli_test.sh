@@ -61,6 +61,24 @@ assert abs(c["throughput_tokens_per_s"] / c["plan_served_tokens_per_s"] - 1) < 0
 PY
 rm -f "/tmp/sim_$$_cores.json"
 rm -f "/tmp/sim_$$_star.json" "/tmp/sim_$$_fat-tree.json" "/tmp/sim_$$_groups.json"
+# The link's CPU split (--link-cpu-send-share): through a shaper at 10 ns a byte, 2 stages x 4
+# in flight on 2 cores send 4 x 512 KiB of logits a step. With the sender holding all of it
+# (1, plan's pricing) the stages stall ~5 ms a micro-batch; with the share measured through
+# tc tbf (0.18) the rest runs beside them while the bytes are on the wire: faster, nothing lost.
+split() {
+  "$SHOAL" sim --model llama-3.1-8b --device h100-sxm --nodes 2 --stages 2 --duration 10m \
+    --workload closed:4,requests:12,in:64,out:16 --context 256 --host-cores 2 --link-mbit 1000 \
+    --link-cpu-ns-per-byte 10 --link-cpu-send-share "$1" --json
+}
+python3 - "$(split 1)" "$(split 0.18)" <<'PY'
+import json, sys
+held, split = (json.loads(a) for a in sys.argv[1:])
+for j in (held, split):
+    assert j["requests_done"] == 12 and j["tokens_lost"] == 0, j
+assert split["throughput_tokens_per_s"] > 1.1 * held["throughput_tokens_per_s"], (split, held)
+PY
+"$SHOAL" sim --model llama-3.1-8b --device h100-sxm --nodes 2 --link-cpu-send-share 1.5 \
+  2>/dev/null && { echo "FAIL: a send share of 1.5 accepted"; exit 1; }
 # Recovery: failure to the next token of each request it interrupted (a closed loop keeps every
 # replica busy, so each failover interrupts some): 3 replicas of 4 stages and 2 spares; a
 # replica that got a spare waits >= 1 s (respawn) + its share of the weights over the link.

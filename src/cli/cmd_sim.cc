@@ -61,6 +61,10 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--link-latency-us", o->link_latency_us, "One-way link latency, microseconds");
   cmd->add_option("--link-cpu-ns-per-byte", o->link_cpu_ns,
                   "CPU the network stacks at both ends spend per byte sent, ns (as plan)");
+  cmd->add_option("--link-cpu-send-share", o->sim.link_cpu_send_share,
+                  "Share of that CPU the sending stage spends in its send; the rest runs beside "
+                  "it while the bytes are on the wire (bench/calibrate measures it)")
+      ->capture_default_str();
   cmd->add_option("--link-type", o->link_dtype, "Activations on the wire: f32, f16 or q8_0");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->callback([o, runner] {

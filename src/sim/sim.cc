@@ -89,17 +89,22 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
       return false;
     }
     // Hidden rows to the next stage; the last stage's logits to the coordinator. The network
-    // stacks' CPU for them (part of the stage's busy time) overlaps their time on the wire, as
-    // planner::StageDecodeCost prices it: the stage computes, then sends while that CPU runs,
-    // holding its FIFO. (Releasing the FIFO after the compute, the CPU beside the stage's next
-    // micro-batch, priced the shaped 2 x 4 calibration row +2.9% on average over 13 stored runs
-    // where holding it priced -5.0%, but read +10.8% on the next run, out of sample: not kept.)
+    // stacks' CPU for them (part of the stage's busy time, as planner::StageDecodeCost prices
+    // it) overlaps their time on the wire: the stage computes, then sends, holding its FIFO for
+    // its own share of that CPU (link_cpu_send_share); the rest, the kernel's and the
+    // receiver's, runs at the same time on the core the receiver wakes on, and the bytes are
+    // there when both are done. Measured through the 1 Gbit/s shaper, 128-256 KiB of logits:
+    // the sender's write 8-16% of the CPU, the receiver's read ~50%, softirq the rest. All of
+    // it on the stage priced the shaped 2 x 4 calibration row -4.7 +- 3.5% over 18 stored runs,
+    // the measured shares (0.18 shaped, 0.42 loopback) +1.6 +- 3.7%. (All of it released after
+    // the compute, on the stage's core and before the bytes left, read +10.8% on one run.)
     const bool last = i + 1 == s->stages.size();
     const uint64_t bytes = std::max<uint64_t>(
         1, last ? s->ReturnBytes(sampled) : s->row_bytes * static_cast<uint64_t>(decode + prefill));
     const double hop = s->HopSeconds(bytes);
     const double send_cpu =
         std::min(c.busy_s, static_cast<double>(bytes) * s->device.node.link_cpu_s_per_byte);
+    const double beside = (1 - s->opt.link_cpu_send_share) * send_cpu;
     const size_t core = s->cores.empty() ? 0 : s->PickCore(i);
     sg4::Host* on = s->cores.empty() ? host : s->cores[core];
     sg4::ExecPtr ex = sg4::this_actor::exec_init((c.busy_s - send_cpu) * kHostSpeed);
@@ -110,21 +115,36 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
     bool ok = WaitOk(ex, c.busy_s);
     sg4::Host* next = last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
     sg4::CommPtr cm;
+    sg4::ExecPtr rx;  // the CPU beside the send
+    size_t rx_core = 0;
     if (ok && host->is_on() && next->is_on()) {
       cm = sg4::Comm::sendto_async(host, next, bytes);
       ++s->report.activities;
-      if (send_cpu > 0) {
-        sg4::ExecPtr tx = sg4::this_actor::exec_init(send_cpu * kHostSpeed);
+      if (beside > 0) {
+        // Receiver: the next stage, or the coordinator (PickCore's last slot).
+        rx_core = s->cores.empty() ? 0 : s->PickCore(i + 1);
+        rx = sg4::this_actor::exec_init(beside * kHostSpeed);
+        rx->set_host(s->cores.empty() ? next : s->cores[rx_core]);
+        rx->start();
+        if (!s->cores.empty()) ++s->core_execs[rx_core];
+        ++s->report.activities;
+      }
+      if (send_cpu - beside > 0) {
+        sg4::ExecPtr tx = sg4::this_actor::exec_init((send_cpu - beside) * kHostSpeed);
         tx->set_host(on);
         tx->start();
         ++s->report.activities;
-        ok = WaitOk(tx, send_cpu);
+        ok = WaitOk(tx, send_cpu - beside);
       }
     } else {
       ok = false;
     }
     if (!s->cores.empty()) --s->core_execs[core];  // its compute and send both done
     fifo[i]->unlock();
+    if (rx) {
+      ok = WaitOk(rx, beside) && ok;
+      if (!s->cores.empty()) --s->core_execs[rx_core];
+    }
     if (!ok || rep->epoch != epoch) {
       if (cm) {
         try {

@@ -45,6 +45,13 @@ struct SimOptions {
   // of this many cores (links stay per node); 0 = each node computes on its own host.
   int32_t host_cores = 0;
   planner::LinkDType link_dtype = planner::LinkDType::kF16;  // activations on the wire
+  // Of the network stacks' CPU for a hop's bytes (NodeInfo::link_cpu_s_per_byte), the share the
+  // sending stage's own thread spends in its send, holding the stage; the rest (the kernel's
+  // softirq and the receiver's read) runs on a core beside it while the bytes are on the wire.
+  // 1 = all on the sending stage, as plan prices it. For 128 KiB messages the sender's write
+  // took 0.40-0.44 of it on loopback and 0.15-0.23 through the 1 Gbit/s shaper at MTU 1500
+  // (bench/calibrate measures it).
+  double link_cpu_send_share = 1;
 };
 
 struct Dist {

@@ -47,6 +47,9 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   if (o.workload.closed < 0 || o.workload.requests < 0 || o.stages < 0 || o.step_overhead_s < 0 ||
       o.host_cores < 0)
     return Errorf("sim: closed, requests, stages, step overhead and host cores must be >= 0");
+  if (!(o.link_cpu_send_share >= 0 && o.link_cpu_send_share <= 1))
+    return Errorf("sim: the link CPU's send share must be in [0, 1], got {}",
+                  o.link_cpu_send_share);
   if (o.context < o.workload.in + o.workload.out)
     return Errorf("sim: --context {} < in + out = {}", o.context, o.workload.in + o.workload.out);
   // One replica sized for 64 sequences (or its share of --concurrency; 64 keeps a pipeline of
@@ -138,7 +141,11 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   } else {
     // Poisson arrivals over the run, dealt round-robin to the lanes.
     std::exponential_distribution<double> gap(o.workload.rate);
-    for (double t = gap(rng); t < o.duration_s; t += gap(rng)) add(t, true);
+    double t = gap(rng);
+    while (t < o.duration_s) {
+      add(t, true);
+      t += gap(rng);
+    }
   }
   report.requests_arrived = static_cast<int64_t>(requests.size());
   const size_t max_tokens = static_cast<size_t>(plan.config.max_batched_tokens) + 1;
