@@ -20,7 +20,7 @@ RUNS=(measurements_s17_0856.json measurements_s17_0923.json measurements.json
   measurements_s21_0141.json measurements_s21_0213.json measurements_s21_0237.json
   measurements_s21_0259.json measurements_s21_0340.json measurements_s22_0435.json
   measurements_s22_0517.json measurements_s22_0545.json
-  measurements_s22_0607.json)
+  measurements_s22_0607.json measurements_s22_0646.json)
 "$SHOAL" sim --help >/dev/null 2>&1 || { echo "shoal built without SimGrid: skipped"; exit 77; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
