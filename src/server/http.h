@@ -40,6 +40,9 @@ class HttpExchange {
   virtual void EndStream() = 0;
   // Called once if the client goes away before the exchange finished.
   virtual void OnClose(std::function<void()> fn) = 0;
+  // Drops the connection now: queued bytes are discarded (their memory is freed) and the
+  // exchange is finished; OnClose's callback does not run.
+  virtual void Close() = 0;
   virtual bool closed() const = 0;
 };
 

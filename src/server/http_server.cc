@@ -78,6 +78,7 @@ class Exchange final : public HttpExchange {
   void Write(std::string data) override;
   void EndStream() override;
   void OnClose(std::function<void()> fn) override { on_close_ = std::move(fn); }
+  void Close() override;
   bool closed() const override { return closed_; }
 
   void NotifyClosed() {
@@ -114,6 +115,13 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!writing_) DoWrite();
   }
   bool dead() const { return dead_; }
+  // Discards what is queued and closes the socket (a client that stopped reading).
+  void Abort() {
+    // A pending async_write still reads the front string: keep it until OnWrite sees the error.
+    while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
+    exchange_.reset();
+    Close();
+  }
 
  private:
   void DoRead() {
@@ -276,6 +284,13 @@ void Exchange::Write(std::string data) {
   char hex[20];
   std::snprintf(hex, sizeof hex, "%zx\r\n", data.size());
   s_->Send(std::string(hex) + data + "\r\n", 0);
+}
+
+void Exchange::Close() {
+  if (done_ || closed_) return;
+  done_ = closed_ = true;
+  on_close_ = nullptr;
+  s_->Abort();
 }
 
 void Exchange::EndStream() {
