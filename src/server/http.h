@@ -44,6 +44,11 @@ class HttpExchange {
   // exchange is finished; OnClose's callback does not run.
   virtual void Close() = 0;
   virtual bool closed() const = 0;
+  // Bytes handed to StartStream/Write that the socket has not taken yet (a client that stops
+  // reading makes this grow).
+  virtual size_t buffered_bytes() const = 0;
+  // Called (io thread) each time the write queue empties after having held bytes.
+  virtual void OnDrained(std::function<void()> fn) = 0;
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, std::shared_ptr<HttpExchange>)>;

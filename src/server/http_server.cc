@@ -79,6 +79,11 @@ class Exchange final : public HttpExchange {
   void EndStream() override;
   void OnClose(std::function<void()> fn) override { on_close_ = std::move(fn); }
   void Close() override;
+  size_t buffered_bytes() const override;
+  void OnDrained(std::function<void()> fn) override { on_drained_ = std::move(fn); }
+  void NotifyDrained() {
+    if (on_drained_ && !done_ && !closed_) on_drained_();
+  }
   bool closed() const override { return closed_; }
 
   void NotifyClosed() {
@@ -96,6 +101,7 @@ class Exchange final : public HttpExchange {
   bool keep_alive_;
   bool started_ = false, done_ = false, closed_ = false;
   std::function<void()> on_close_;
+  std::function<void()> on_drained_;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -110,15 +116,20 @@ class Session : public std::enable_shared_from_this<Session> {
   // Queues bytes; after the queue drains, `then` runs: 0 nothing, 1 read next request, 2 close.
   void Send(std::string data, int then) {
     if (dead_) return;
+    queued_bytes_ += data.size();
     queue_.push_back(std::move(data));
     if (then != 0) after_ = then;
     if (!writing_) DoWrite();
   }
   bool dead() const { return dead_; }
+  size_t queued_bytes() const { return queued_bytes_; }
   // Discards what is queued and closes the socket (a client that stopped reading).
   void Abort() {
     // A pending async_write still reads the front string: keep it until OnWrite sees the error.
-    while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
+    while (queue_.size() > (writing_ ? 1u : 0u)) {
+      queued_bytes_ -= queue_.back().size();
+      queue_.pop_back();
+    }
     exchange_.reset();
     Close();
   }
@@ -216,14 +227,18 @@ class Session : public std::enable_shared_from_this<Session> {
       if (exchange_) exchange_->NotifyClosed();
       exchange_.reset();
       queue_.clear();
+      queued_bytes_ = 0;
       Close();
       return;
     }
+    queued_bytes_ -= queue_.front().size();
     queue_.pop_front();
     if (!queue_.empty()) {
       DoWrite();
       return;
     }
+    if (exchange_) exchange_->NotifyDrained();
+    if (dead_ || writing_ || !queue_.empty()) return;  // the callback wrote or closed
     const int then = after_;
     after_ = 0;
     if (then == 1) {
@@ -251,6 +266,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<Exchange> exchange_;
   std::deque<std::string> queue_;
+  size_t queued_bytes_ = 0;  // sum of queue_'s sizes
   bool writing_ = false, dead_ = false;
   int after_ = 0;
   uint64_t watch_gen_ = 0;
@@ -285,6 +301,8 @@ void Exchange::Write(std::string data) {
   std::snprintf(hex, sizeof hex, "%zx\r\n", data.size());
   s_->Send(std::string(hex) + data + "\r\n", 0);
 }
+
+size_t Exchange::buffered_bytes() const { return s_->queued_bytes(); }
 
 void Exchange::Close() {
   if (done_ || closed_) return;
