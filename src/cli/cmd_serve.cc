@@ -57,6 +57,17 @@ Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, dist::FailoverO
   return dist::CheckWatchConfig(co->watch);
 }
 
+// A key file's text without trailing whitespace; errors name the flag.
+Result<std::string> ReadKeyFile(const std::string& path, const char* flag) {
+  auto k = ReadFileToString(path);
+  if (!k.ok()) return k.status().Annotate(flag);
+  std::string key = *k;
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' '))
+    key.pop_back();
+  if (key.empty()) return Errorf("{} {} is empty", flag, path);
+  return key;
+}
+
 }  // namespace
 
 int Serve(const ServeArgs& a) {
@@ -66,14 +77,22 @@ int Serve(const ServeArgs& a) {
   sc.http.max_body_bytes = a.max_body;
   sc.api_key = a.api_key;
   if (!a.api_key_file.empty()) {
-    auto k = ReadFileToString(a.api_key_file);
-    if (!k.ok()) return Fail(k.status().Annotate("--api-key-file"));
-    std::string key = *k;
-    while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' '))
-      key.pop_back();
-    if (key.empty()) return Fail(Errorf("--api-key-file {} is empty", a.api_key_file));
-    sc.api_key = key;
+    auto k = ReadKeyFile(a.api_key_file, "--api-key-file");
+    if (!k.ok()) return Fail(k.status());
+    sc.api_key = *k;
   }
+  if (!a.admin_key_file.empty()) {
+    auto k = ReadKeyFile(a.admin_key_file, "--admin-key-file");
+    if (!k.ok()) return Fail(k.status());
+    // 16 bytes, as for the cluster key: the admin key may put a node into the pipeline.
+    if (k->size() < 16) return Fail(Errorf("--admin-key-file: the key needs >= 16 bytes"));
+    if (*k == sc.api_key)
+      return Fail(Errorf("--admin-key-file: the admin key must differ from the API key"));
+    sc.admin_key = *k;
+  }
+  sc.max_queued_sequences = a.max_queued_seqs;
+  sc.stream_buffer_bytes = a.stream_buffer;
+  sc.stream_stall_timeout_s = a.stream_stall_timeout;
   std::string name = a.served_name;
   if (name.empty()) {
     const size_t slash = a.model.find_last_of('/');
@@ -250,6 +269,9 @@ void AddServeCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--port", a->port, "TCP port (0: pick a free one)")->capture_default_str();
   cmd->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1 paths");
   cmd->add_option("--api-key-file", a->api_key_file, "Read the API key from this file");
+  cmd->add_option("--admin-key-file", a->admin_key_file,
+                  "The cluster's admin key (>= 16 bytes, not the API key): the only credential "
+                  "for /v1/cluster/drain, /join and /rebalance (without it they answer 403)");
   cmd->add_option("--served-model-name", a->served_name,
                   "Model name in the API (default: the file name)");
   cmd->add_option("-t,--threads", a->threads, "Compute threads (0: all)")->capture_default_str();
@@ -270,7 +292,17 @@ void AddServeCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--max-queued-requests", a->max_queued,
                   "Requests waiting for their first token before new ones get 429 (-1: no limit)")
       ->capture_default_str();
+  cmd->add_option("--max-queued-sequences", a->max_queued_seqs,
+                  "Sequences (prompts x n) of those requests before new ones get 429 (-1: no "
+                  "limit)")
+      ->capture_default_str();
   cmd->add_option("--max-body-bytes", a->max_body, "Larger request bodies get 413")
+      ->capture_default_str();
+  cmd->add_option("--stream-buffer-bytes", a->stream_buffer,
+                  "A stream whose client lags by more bytes is paused until it reads")
+      ->capture_default_str();
+  cmd->add_option("--stream-stall-timeout", a->stream_stall_timeout,
+                  "Seconds a paused stream waits for its client before it is dropped")
       ->capture_default_str();
   cmd->add_option("--drain-timeout", a->drain_timeout,
                   "Seconds in-flight requests get to finish after SIGTERM")

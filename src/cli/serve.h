@@ -9,11 +9,15 @@ namespace shoal::cli {
 
 struct ServeArgs {
   std::string model, host = "127.0.0.1", api_key, api_key_file, served_name, chat_template;
+  // The cluster's admin credential (drain, join, rebalance); without it those endpoints are off.
+  std::string admin_key_file;
   std::string kv_mem, swap_space, kv_type = "f16";
   int port = 8080, threads = 0, block_size = 16, max_num_seqs = 64, max_batched = 2048;
   int pipeline_groups = 0;  // with --nodes: sequence groups in flight (0: one per stage)
   int max_model_len = 0, drain_timeout = 30;
-  int64_t max_queued = 4096;
+  int64_t max_queued = 4096, max_queued_seqs = 4096;
+  uint64_t stream_buffer = 1 << 20;  // see server::ServerConfig
+  int stream_stall_timeout = 30;
   uint64_t max_body = 8 << 20;
   bool no_prefix_caching = false;
   // Pipeline over `shoal node` workers: --nodes, or a --cluster TOML file (docs/CLUSTER.md).

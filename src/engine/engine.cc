@@ -220,6 +220,20 @@ void Engine::Cancel(int64_t id) {
   reqs_.erase(it);
 }
 
+void Engine::Hold(int64_t id, bool held) {
+  auto it = reqs_.find(id);
+  if (it == reqs_.end()) return;
+  for (int64_t seq : it->second.seqs)
+    if (seq >= 0) SchedOf(seq).Hold(seq, held);  // forks copy the flag from their parent
+}
+
+bool Engine::has_work() const {
+  if (!flight_.empty()) return true;
+  for (const Group& g : groups_)
+    if (g.sched->n_unheld() > 0) return true;
+  return false;
+}
+
 void Engine::CancelChoice(int64_t id, int32_t index) {
   auto it = reqs_.find(id);
   if (it == reqs_.end()) return;

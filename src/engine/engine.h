@@ -153,6 +153,12 @@ class Engine {
   // Stops one choice of a forked request (e.g. it hit a stop string) and frees its blocks; the
   // other choices go on. Before the fork (or with n = 1) it cancels the whole request.
   void CancelChoice(int64_t id, int32_t index);
+  // Holds every sequence of request `id` out of the next steps (held = true) or releases them:
+  // a held request keeps its KV and produces no tokens (a client that stopped reading). The
+  // other requests' tokens do not change (batch invariance).
+  void Hold(int64_t id, bool held);
+  // True when a step would do something: a step in flight or a sequence that is not held.
+  bool has_work() const;
   // Whether the request still has a live choice.
   bool Has(int64_t id) const { return reqs_.count(id) != 0; }
   // Runs one step; returns the tokens sampled in it (at most one per choice).

@@ -99,9 +99,17 @@ Status Scheduler::Fork(int64_t parent_id, int64_t child_id) {
     pending_states_.push_back({p.state_slot, c.state_slot});
   }
   for (int32_t b : c.table.blocks) alloc_->AddRef(b);
+  if (c.held) ++n_held_;  // a held parent's forks are held too
   seqs_.emplace(child_id, std::move(c));
   InsertRunning(child_id);
   return Status::Ok();
+}
+
+void Scheduler::Hold(int64_t seq_id, bool held) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end() || it->second.held == held) return;
+  it->second.held = held;
+  n_held_ += held ? 1 : -1;
 }
 
 void Scheduler::Finish(int64_t seq_id) {
@@ -123,6 +131,7 @@ void Scheduler::Finish(int64_t seq_id) {
   s.table.Clear(*alloc_);
   for (int32_t slot : s.swap_slots) swap_.Release(slot);
   ReleaseStates(s);
+  if (s.held) --n_held_;
   seqs_.erase(it);
 }
 
@@ -423,7 +432,7 @@ StepPlan Scheduler::Schedule() {
   // 1. Decodes, oldest first: one token each.
   for (int64_t id : snapshot) {
     Seq& s = seqs_.at(id);
-    if (s.state != SeqState::kRunning || s.tokens.size() - s.n_computed != 1) continue;
+    if (s.state != SeqState::kRunning || s.held || s.tokens.size() - s.n_computed != 1) continue;
     if (budget < 1) break;
     if (MakeRoom(s, 1, true, &plan) == 1) PlanChunk(s, 1, &plan, &budget);
   }
@@ -431,7 +440,7 @@ StepPlan Scheduler::Schedule() {
   for (int64_t id : snapshot) {
     Seq& s = seqs_.at(id);
     const int32_t left = static_cast<int32_t>(s.tokens.size()) - s.n_computed;
-    if (s.state != SeqState::kRunning || s.step_planned == step_ || left <= 1) continue;
+    if (s.state != SeqState::kRunning || s.held || s.step_planned == step_ || left <= 1) continue;
     if (budget < 1) break;
     const int32_t n = MakeRoom(s, std::min(left, budget), false, &plan);
     if (n > 0) PlanChunk(s, n, &plan, &budget);

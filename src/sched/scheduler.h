@@ -113,6 +113,13 @@ class Scheduler {
   // Removes a sequence and frees its blocks and swap slots at once (publishing its computed
   // full blocks to the prefix cache first).
   void Finish(int64_t seq_id);
+  // Holds a sequence out of the next plans (held = true) or lets it run again: a held sequence
+  // keeps its tokens, blocks and state but plans no chunk (the server holds the sequences of a
+  // client that stopped reading its stream). Other sequences' plans are unaffected.
+  void Hold(int64_t seq_id, bool held);
+  bool Held(int64_t seq_id) const { return seqs_.at(seq_id).held; }
+  // Sequences that are not held: the next plan may have work only if this is > 0.
+  int32_t n_unheld() const { return static_cast<int32_t>(seqs_.size()) - n_held_; }
 
   // The executor lost every KV row (and swap slot): a node died and the plan was redone. Every
   // sequence goes back to the waiting queue with nothing computed, oldest first, keeping its
@@ -176,6 +183,7 @@ class Scheduler {
     int32_t n_published = 0;               // leading blocks already offered to the prefix cache
     int32_t cached_tokens = 0;
     bool admitted_once = false;
+    bool held = false;  // Hold(): no chunk is planned for it
     SeqState state = SeqState::kWaiting;
     int64_t step_planned = -1;
     int64_t arrival_us = 0, first_scheduled_us = -1;
@@ -218,6 +226,7 @@ class Scheduler {
   int64_t step_ = 0;
   int64_t preemptions_ = 0, prefix_queries_ = 0, prefix_hits_ = 0;
   int64_t kv_drops_ = 0, kv_dropped_tokens_ = 0;
+  int32_t n_held_ = 0;  // sequences with held set
 };
 
 }  // namespace shoal

@@ -345,5 +345,45 @@ TEST(SchedulerTest, KvWasteCountsPartialLastBlocks) {
   EXPECT_DOUBLE_EQ(s.KvWaste(), 3.0 / 16.0);
 }
 
+// A held sequence keeps its blocks and plans nothing; the other sequence's chunks are the same
+// as without it; a fork of a held sequence is held too; Finish forgets the hold.
+TEST(SchedulerTest, HeldSequencePlansNothing) {
+  BlockAllocator alloc(64);
+  Scheduler s(Cfg(4), &alloc);
+  ASSERT_TRUE(s.Add(1, Seq(6)).ok());
+  ASSERT_TRUE(s.Add(2, Seq(5)).ok());
+  StepPlan p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 2u);
+  s.AppendToken(1, 9);
+  s.AppendToken(2, 9);
+  s.Hold(1, true);
+  EXPECT_TRUE(s.Held(1));
+  EXPECT_EQ(s.n_unheld(), 1);
+  const size_t blocks = s.Table(1).blocks.size();
+  p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].seq_id, 2);
+  EXPECT_EQ(s.Table(1).blocks.size(), blocks);
+  ASSERT_TRUE(s.Fork(1, 3).ok());
+  EXPECT_TRUE(s.Held(3));
+  EXPECT_EQ(s.n_unheld(), 1);
+  s.AppendToken(2, 9);
+  p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].seq_id, 2);
+  s.Hold(1, false);
+  s.AppendToken(2, 9);
+  p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 2u);  // 1 runs again (its pending token), 2 decodes
+  EXPECT_EQ(p.chunks[0].seq_id, 1);
+  EXPECT_EQ(p.chunks[0].start, 6);
+  s.Finish(3);
+  EXPECT_EQ(s.n_unheld(), 2);
+  s.Finish(1);
+  s.Finish(2);
+  EXPECT_EQ(s.n_unheld(), 0);
+  EXPECT_EQ(alloc.n_free(), 64);
+}
+
 }  // namespace
 }  // namespace shoal

@@ -36,6 +36,19 @@ ApiError ApiError::TooManyRequests(int queued) {
                   "rate_limit_exceeded", "", "rate_limit_exceeded"};
 }
 
+ApiError ApiError::Busy(const std::string& what) {
+  return ApiError{429, "The server is busy: " + what + ". Retry later.", "rate_limit_exceeded", "",
+                  "rate_limit_exceeded"};
+}
+
+ApiError ApiError::Forbidden(std::string why) {
+  return ApiError{403, std::move(why), "permission_error", "", "forbidden"};
+}
+
+ApiError ApiError::Internal(std::string why) {
+  return ApiError{500, std::move(why), "internal_error", "", "internal_error"};
+}
+
 ApiError ApiError::Unavailable(std::string why) {
   return ApiError{503, std::move(why), "service_unavailable", "", "service_unavailable"};
 }

@@ -42,6 +42,14 @@ void EngineLoop::CancelChoice(uint64_t ticket, int32_t index) {
   cv_.notify_one();
 }
 
+void EngineLoop::Hold(uint64_t ticket, bool held) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    holds_.emplace_back(ticket, held);
+  }
+  cv_.notify_one();
+}
+
 EngineStats EngineLoop::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
   return stats_;
@@ -70,13 +78,17 @@ void EngineLoop::Run() {
   for (;;) {
     std::deque<std::pair<uint64_t, Request>> submits;
     std::vector<std::pair<uint64_t, int32_t>> cancels;
+    std::vector<std::pair<uint64_t, bool>> holds;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk,
-               [&] { return stop_ || !submits_.empty() || !cancels_.empty() || !engine_->idle(); });
+      cv_.wait(lk, [&] {
+        return stop_ || !submits_.empty() || !cancels_.empty() || !holds_.empty() ||
+               engine_->has_work();
+      });
       if (stop_) return;
       submits.swap(submits_);
       cancels.swap(cancels_);
+      holds.swap(holds_);
     }
     out.clear();
     for (auto& [ticket, req] : submits) {
@@ -101,7 +113,11 @@ void EngineLoop::Run() {
       }
       if (!engine_->Has(it->second)) Forget(t);
     }
-    if (!engine_->idle()) {
+    for (const auto& [t, held] : holds) {
+      auto it = ticket_to_id_.find(t);
+      if (it != ticket_to_id_.end()) engine_->Hold(it->second, held);
+    }
+    if (engine_->has_work()) {
       Result<std::vector<TokenEvent>> events = engine_->Step();
       if (!events.ok()) {
         // A failed step is a bug or an exhausted resource; fail every live request rather than

@@ -39,6 +39,9 @@ class EngineLoop {
   void Cancel(uint64_t ticket);
   // Thread-safe: stops one choice of the request (the others go on).
   void CancelChoice(uint64_t ticket, int32_t index);
+  // Thread-safe: holds the request's sequences out of the next steps, or releases them
+  // (Engine::Hold). The loop sleeps while every live sequence is held.
+  void Hold(uint64_t ticket, bool held);
 
   // A copy of the engine's counters after the last step.
   EngineStats stats() const;
@@ -59,6 +62,7 @@ class EngineLoop {
   uint64_t next_ticket_ = 1;
   std::deque<std::pair<uint64_t, Request>> submits_;
   std::vector<std::pair<uint64_t, int32_t>> cancels_;  // (ticket, choice or -1 for all)
+  std::vector<std::pair<uint64_t, bool>> holds_;       // (ticket, held) in call order
   EngineStats stats_;
   int64_t steps_ = 0;
   // Engine thread only.

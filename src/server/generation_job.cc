@@ -235,8 +235,39 @@ bool GenerationJob::OnEvent(const LoopEvent& e) {
     }
   }
   for (const auto& chp : choices_)
-    if (chp->finish.empty()) return false;
+    if (chp->finish.empty()) {
+      CheckBackpressure();
+      return false;
+    }
   Complete();
+  return true;
+}
+
+void GenerationJob::Hold(bool held) {
+  if (!ctx_.hold) return;
+  for (uint64_t t : tickets_) ctx_.hold(t, held);
+}
+
+void GenerationJob::CheckBackpressure() {
+  if (done_ || !req_.stream || paused_since_ > 0 || ctx_.stream_buffer_bytes == 0) return;
+  if (ex_->buffered_bytes() <= ctx_.stream_buffer_bytes) return;
+  paused_since_ = NowSeconds();
+  Hold(true);
+}
+
+void GenerationJob::OnDrained() {
+  if (done_ || paused_since_ == 0) return;
+  paused_since_ = 0;
+  Hold(false);
+}
+
+bool GenerationJob::DropStalled() {
+  if (done_) return true;
+  for (uint64_t t : tickets_) ctx_.cancel(t);
+  done_ = true;
+  ctx_.metrics->RequestFinished("abort");
+  ctx_.metrics->ObserveE2e(NowSeconds() - t_start_);
+  ex_->Close();
   return true;
 }
 

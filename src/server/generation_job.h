@@ -24,6 +24,11 @@ struct JobContext {
   std::function<void(uint64_t ticket)> cancel;
   // Cancels one choice of an engine request (thread-safe).
   std::function<void(uint64_t ticket, int32_t index)> cancel_choice;
+  // Holds (true) or releases a request's sequences in the engine (thread-safe).
+  std::function<void(uint64_t ticket, bool held)> hold;
+  // A stream with more than this many bytes not yet taken by its client is paused: its
+  // sequences are held until the client reads again (0: never paused).
+  size_t stream_buffer_bytes = 0;
 };
 
 class GenerationJob {
@@ -39,6 +44,15 @@ class GenerationJob {
   // Io thread: the client went away or the server drains; cancels the engine work. Returns
   // true (the job is complete).
   bool Abort();
+  // Io thread: the client took everything queued; a paused stream resumes.
+  void OnDrained();
+  // Io thread: a client paused for too long: cancels the engine work and drops the connection
+  // (its queued bytes are freed). Returns true (the job is complete).
+  bool DropStalled();
+  // NowSeconds() when the stream was paused; 0 while it runs.
+  double paused_since() const { return paused_since_; }
+  // Engine sequences this job makes: prompts x n.
+  int64_t n_sequences() const { return static_cast<int64_t>(choices_.size()); }
   bool done() const { return done_; }
   // No token yet (counts as waiting for the queue limit).
   bool waiting() const { return !any_token_; }
@@ -52,6 +66,9 @@ class GenerationJob {
   };
 
   void StartStreamIfNeeded();
+  // Pauses the stream when its client lags by more than ctx_.stream_buffer_bytes.
+  void CheckBackpressure();
+  void Hold(bool held);
   void EmitChunk(size_t choice, const std::string& text, const std::vector<LogprobEntry>& lps,
                  const std::string& finish);
   void FinishChoice(size_t c, const std::string& reason);
@@ -69,6 +86,7 @@ class GenerationJob {
   std::vector<std::unique_ptr<Choice>> choices_;  // [prompt * n + choice]
   int64_t cached_tokens_ = 0;
   bool started_stream_ = false, any_token_ = false, done_ = false;
+  double paused_since_ = 0;
 };
 
 }  // namespace shoal::server

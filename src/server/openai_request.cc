@@ -69,26 +69,33 @@ std::optional<ApiError> ParsePrompt(const Json& body, const ModelInfo& model,
   if (it == body.end() || it->is_null())
     return ApiError::BadRequest("'prompt' is required", "prompt");
   const int32_t n_vocab = model.tokenizer->n_vocab();
-  auto add_text = [&](const std::string& s) {
+  auto add_text = [&](const std::string& s) -> std::optional<ApiError> {
+    if (s.empty()) return ApiError::BadRequest("'prompt' must not be empty", "prompt");
     out->prompts.push_back(model.tokenizer->Encode(s, true, true));
     out->prompt_texts.push_back(s);
+    return std::nullopt;
   };
   auto add_ids = [&](const Json& arr) -> std::optional<ApiError> {
     std::vector<int32_t> ids;
     for (const Json& e : arr) {
       if (!e.is_number_integer())
         return ApiError::BadRequest("token ids must be integers", "prompt");
-      const int64_t v = e.get<int64_t>();
-      if (v < 0 || v >= n_vocab)
-        return ApiError::BadRequest("token id " + std::to_string(v) + " is out of range", "prompt");
-      ids.push_back(static_cast<int32_t>(v));
+      // Unsigned values above INT64_MAX must not wrap to a negative id in the message.
+      const bool in_range = e.is_number_unsigned()
+                                ? e.get<uint64_t>() < static_cast<uint64_t>(n_vocab)
+                                : e.get<int64_t>() >= 0 && e.get<int64_t>() < n_vocab;
+      if (!in_range)
+        return ApiError::BadRequest("token id " + e.dump() + " is out of range [0, " +
+                                        std::to_string(n_vocab) + ")",
+                                    "prompt");
+      ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
     }
     out->prompt_texts.push_back(model.tokenizer->Decode(ids, false));
     out->prompts.push_back(std::move(ids));
     return std::nullopt;
   };
   if (it->is_string()) {
-    add_text(it->get<std::string>());
+    if (auto e = add_text(it->get<std::string>())) return e;
   } else if (it->is_array() && !it->empty()) {
     if (it->size() > kMaxPromptsPerRequest && !(*it)[0].is_number())
       return ApiError::BadRequest("too many prompts in one request", "prompt");
@@ -97,7 +104,7 @@ std::optional<ApiError> ParsePrompt(const Json& body, const ModelInfo& model,
     } else {
       for (const Json& p : *it) {
         if (p.is_string()) {
-          add_text(p.get<std::string>());
+          if (auto e = add_text(p.get<std::string>())) return e;
         } else if (p.is_array()) {
           if (auto e = add_ids(p)) return e;
         } else {
@@ -182,6 +189,13 @@ std::optional<ApiError> ParseGenerationRequest(const Json& body, bool chat, cons
     if (auto e = ParsePrompt(body, model, out)) return e;
   }
   if (auto e = sp.Validate(); !e.ok()) return ApiError::BadRequest(e.message());
+  if (static_cast<int64_t>(out->prompts.size()) * out->n > kMaxSequencesPerRequest) {
+    return ApiError::BadRequest("prompts x n is " + std::to_string(out->prompts.size()) + " x " +
+                                    std::to_string(out->n) + "; at most " +
+                                    std::to_string(kMaxSequencesPerRequest) +
+                                    " sequences per request",
+                                "n");
+  }
 
   // The context rule: prompt + max_tokens must fit the model length.
   size_t longest = 0;

@@ -28,6 +28,9 @@ inline constexpr int32_t kMaxChoices = 16;      // n: each choice holds its own 
 inline constexpr int32_t kMaxTopLogprobs = 20;  // OpenAI's limit
 inline constexpr size_t kMaxStopStrings = 16;   // OpenAI allows 4; vLLM more
 inline constexpr size_t kMaxPromptsPerRequest = 256;
+// prompts x n: each sequence holds KV blocks and a scheduler slot; 256 is 4 full batches of the
+// default --max-num-seqs 64, and one request can no longer queue 4,096 sequences.
+inline constexpr int64_t kMaxSequencesPerRequest = 256;
 
 struct GenerationRequest {
   bool chat = false;

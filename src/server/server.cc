@@ -1,10 +1,14 @@
 // Server: request routing and the lifecycle (loading -> ready -> draining -> stopped).
 #include "server/server.h"
 
+#include <malloc.h>
+
 #include <chrono>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/process_memory.h"
+#include "server/tokenize_route.h"
 
 namespace shoal::server {
 
@@ -26,6 +30,19 @@ bool SameKey(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// The key of an "Authorization: Bearer KEY" header matches `key`.
+bool BearerMatches(const HttpRequest& req, const std::string& key) {
+  const std::string auth = req.Header("authorization");
+  const std::string prefix = "Bearer ";
+  return auth.rfind(prefix, 0) == 0 && SameKey(auth.substr(prefix.size()), key);
+}
+
+// Endpoints that change the cluster: only the admin credential opens them.
+bool IsClusterControl(const std::string& path) {
+  return path == "/v1/cluster/drain" || path == "/v1/cluster/join" ||
+         path == "/v1/cluster/rebalance";
+}
+
 }  // namespace
 
 Server::Server(ServerConfig cfg) : cfg_(std::move(cfg)) {
@@ -33,10 +50,12 @@ Server::Server(ServerConfig cfg) : cfg_(std::move(cfg)) {
       cfg_.http,
       [this](const HttpRequest& r, std::shared_ptr<HttpExchange> ex) { Handle(r, std::move(ex)); });
   metrics_ = std::make_unique<Metrics>(cfg_.served_model_name);
+  pool_ = std::make_unique<WorkPool>(cfg_.work_threads, cfg_.max_work_queued);
   created_ = UnixNow();
 }
 
 Server::~Server() {
+  pool_.reset();  // its tasks post to the io thread
   loop_.reset();  // joins the engine thread before the io objects go away
 }
 
@@ -64,7 +83,10 @@ void Server::SetReady(ServedModel model) {
     EngineLoop* loop = loop_.get();
     job_ctx_.cancel = [loop](uint64_t t) { loop->Cancel(t); };
     job_ctx_.cancel_choice = [loop](uint64_t t, int32_t i) { loop->CancelChoice(t, i); };
+    job_ctx_.hold = [loop](uint64_t t, bool held) { loop->Hold(t, held); };
+    job_ctx_.stream_buffer_bytes = cfg_.stream_buffer_bytes;
     ready_ = !draining_;
+    http_->After(1000, [this] { CheckStalledStreams(); });
     Log(LogLevel::kInfo, "serving '{}' on {}:{}", model_.info.name, cfg_.http.host, port());
   });
 }
@@ -132,14 +154,7 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
     ex->Respond(200, "text/plain; version=0.0.4; charset=utf-8", text);
     return;
   }
-  if (path.rfind("/v1/", 0) == 0 && !cfg_.api_key.empty()) {
-    const std::string auth = req.Header("authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.rfind(prefix, 0) != 0 || !SameKey(auth.substr(prefix.size()), cfg_.api_key)) {
-      SendError(*ex, ApiError::Unauthorized());
-      return;
-    }
-  }
+  if (!Authorized(path, req, *ex)) return;
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
                      path == "/tokenize" || path == "/detokenize" || path == "/v1/models" ||
                      path == "/v1/cluster" || path == "/v1/cluster/drain" ||
@@ -163,8 +178,14 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   }
   if (path == "/v1/completions") return HandleGeneration(req, std::move(ex), false);
   if (path == "/v1/chat/completions") return HandleGeneration(req, std::move(ex), true);
-  if (path == "/tokenize") return HandleTokenize(req, std::move(ex));
-  if (path == "/detokenize") return HandleDetokenize(req, std::move(ex));
+  if (path == "/tokenize" || path == "/detokenize") {
+    const ModelInfo* info = &model_.info;  // fixed once ready; read-only on the work thread
+    return Offload(ex, [this, ex, info, tokenize = path == "/tokenize", body = req.body] {
+      auto r = std::make_shared<RouteReply>(tokenize ? TokenizeReply(body, *info)
+                                                     : DetokenizeReply(body, *info));
+      return std::function<void()>([ex, r] { ex->Respond(r->status, kJson, std::move(r->body)); });
+    });
+  }
   if (path == "/v1/cluster") return HandleCluster(std::move(ex));
   if (path == "/v1/cluster/drain" || path == "/v1/cluster/join" || path == "/v1/cluster/rebalance")
     return HandleMembership(path, req, std::move(ex));
@@ -245,86 +266,103 @@ void Server::HandleCluster(std::shared_ptr<HttpExchange> ex) {
   ex->Respond(200, kJson, DumpJson(c));
 }
 
-void Server::HandleTokenize(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
-  auto body = ParseJsonObject(req.body);
-  if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
-  // vLLM sends "prompt" (or "messages"), llama.cpp "content"; both are accepted.
-  std::string text;
-  auto add_special = GetBool(*body, "add_special_tokens");
-  if (!add_special.ok())
-    return SendError(*ex, ApiError::BadRequest(add_special.status().message()));
-  bool special = add_special->value_or(true);
-  if (body->contains("messages")) {
-    GenerationRequest g;
-    Json copy = *body;
-    copy.erase("model");
-    if (auto e = ParseGenerationRequest(copy, true, model_.info, &g)) return SendError(*ex, *e);
-    text = g.prompt_texts[0];
-  } else {
-    auto p = GetString(*body, body->contains("content") ? "content" : "prompt");
-    if (!p.ok()) return SendError(*ex, ApiError::BadRequest(p.status().message()));
-    if (!p->has_value())
-      return SendError(*ex, ApiError::BadRequest("'prompt' is required", "prompt"));
-    text = **p;
-    // llama.cpp's form ({"content", "add_special"}) defaults to no BOS, vLLM's to BOS.
-    if (body->contains("content")) special = false;
-    auto as = GetBool(*body, "add_special");
-    if (as.ok() && as->has_value()) special = **as;
+bool Server::Authorized(const std::string& path, const HttpRequest& req, HttpExchange& ex) const {
+  if (IsClusterControl(path)) {
+    // Never an inference key: whoever may change the cluster may put a node into it.
+    if (cfg_.admin_key.empty()) {
+      SendError(ex, ApiError::Forbidden("cluster control is off on this listener (start the "
+                                        "server with --admin-key-file to allow " +
+                                        path + ")"));
+      return false;
+    }
+    if (!BearerMatches(req, cfg_.admin_key)) {
+      SendError(ex, ApiError::Unauthorized());
+      return false;
+    }
+    return true;
   }
-  const std::vector<int32_t> ids = model_.tokenizer->Encode(text, special, true);
-  Json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model_.info.max_model_len}};
-  auto pieces = GetBool(*body, "with_pieces");
-  if (pieces.ok() && pieces->value_or(false)) {
-    Json ps = Json::array();
-    for (int32_t id : ids)
-      ps.push_back({{"id", id}, {"piece", model_.tokenizer->TokenToPiece(id, true)}});
-    out["pieces"] = ps;
+  if (path.rfind("/v1/", 0) == 0 && !cfg_.api_key.empty() && !BearerMatches(req, cfg_.api_key)) {
+    SendError(ex, ApiError::Unauthorized());
+    return false;
   }
-  ex->Respond(200, kJson, DumpJson(out));
+  return true;
 }
 
-void Server::HandleDetokenize(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
-  auto body = ParseJsonObject(req.body);
-  if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
-  auto it = body->find("tokens");
-  if (it == body->end() || !it->is_array())
-    return SendError(*ex, ApiError::BadRequest("'tokens' must be a list of token ids", "tokens"));
-  std::vector<int32_t> ids;
-  for (const Json& t : *it) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
-        t.get<int64_t>() >= model_.tokenizer->n_vocab())
-      return SendError(
-          *ex, ApiError::BadRequest("token ids must be integers in [0, n_vocab)", "tokens"));
-    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+void Server::Offload(std::shared_ptr<HttpExchange> ex,
+                     std::function<std::function<void()>()> work) {
+  auto task = [this, ex, work = std::move(work)] {
+    std::function<void()> then;
+    try {
+      then = work();
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, "request failed: {}", e.what());
+      then = [ex, why = std::string(e.what())] {
+        SendError(*ex, ApiError::Internal("the request failed: " + why));
+      };
+    }
+    http_->Post(std::move(then));
+  };
+  if (!pool_->TrySubmit(std::move(task))) {
+    SendError(*ex,
+              ApiError::Busy(std::to_string(cfg_.max_work_queued) +
+                             " requests are already waiting to be parsed"),
+              {{"Retry-After", "1"}});
   }
-  const std::string text = model_.tokenizer->Decode(ids, false);
-  ex->Respond(200, kJson, DumpJson(Json{{"prompt", text}, {"content", text}}));
 }
 
 void Server::HandleGeneration(const HttpRequest& req, std::shared_ptr<HttpExchange> ex, bool chat) {
-  auto body = ParseJsonObject(req.body);
-  if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
-  GenerationRequest g;
-  if (auto e = ParseGenerationRequest(*body, chat, model_.info, &g)) return SendError(*ex, *e);
+  const ModelInfo* info = &model_.info;  // fixed once ready; read-only on the work thread
+  Offload(ex, [this, ex, info, chat, body = req.body]() -> std::function<void()> {
+    auto json = ParseJsonObject(body);
+    if (!json.ok()) {
+      return [ex, why = json.status().message()] { SendError(*ex, ApiError::BadRequest(why)); };
+    }
+    auto g = std::make_shared<GenerationRequest>();
+    if (auto e = ParseGenerationRequest(*json, chat, *info, g.get()))
+      return [ex, e = *e] { SendError(*ex, e); };
+    return [this, ex, g] { SubmitGeneration(g, ex); };
+  });
+}
+
+void Server::SubmitGeneration(std::shared_ptr<GenerationRequest> g,
+                              std::shared_ptr<HttpExchange> ex) {
+  if (ex->closed()) return;  // the client left while its body was parsed
+  if (!ready_) {
+    return SendError(*ex, ApiError::Unavailable("the server is shutting down"),
+                     {{"Retry-After", "1"}});
+  }
   // A pipeline whose live nodes cannot hold the model refuses new work; requests in flight
   // wait for the next plan.
   if (model_.unavailable) {
     const std::string why = model_.unavailable();
     if (!why.empty()) return SendError(*ex, ApiError::Unavailable(why), {{"Retry-After", "1"}});
   }
-  int64_t waiting = loop_->n_pending();
-  for (const auto& [p, j] : jobs_) waiting += j->waiting() ? 1 : 0;
+  // Every submitted job is in jobs_ until it completes; those with no token yet are waiting.
+  int64_t waiting = 0, waiting_seqs = 0;
+  for (const auto& [p, j] : jobs_) {
+    if (!j->waiting()) continue;
+    ++waiting;
+    waiting_seqs += j->n_sequences();
+  }
+  const int64_t seqs = static_cast<int64_t>(g->prompts.size()) * g->n;
   if (cfg_.max_queued_requests >= 0 && waiting >= cfg_.max_queued_requests)
     return SendError(*ex, ApiError::TooManyRequests(static_cast<int>(waiting)),
                      {{"Retry-After", "1"}});
-  auto job = std::make_shared<GenerationJob>(g, ex, job_ctx_);
+  if (cfg_.max_queued_sequences >= 0 && waiting_seqs + seqs > cfg_.max_queued_sequences) {
+    return SendError(*ex,
+                     ApiError::Busy(std::to_string(waiting_seqs) + " sequences are waiting and " +
+                                    std::to_string(seqs) + " more would pass the limit of " +
+                                    std::to_string(cfg_.max_queued_sequences)),
+                     {{"Retry-After", "1"}});
+  }
+  auto job = std::make_shared<GenerationJob>(*g, ex, job_ctx_);
   std::vector<uint64_t> tickets;
-  for (size_t p = 0; p < g.prompts.size(); ++p) {
+  for (size_t p = 0; p < g->prompts.size(); ++p) {
     Request r;
-    r.prompt = g.prompts[p];
-    r.sampling = g.sampling;
-    r.n = g.n;
-    r.logprobs = g.logprobs;
+    r.prompt = g->prompts[p];
+    r.sampling = g->sampling;
+    r.n = g->n;
+    r.logprobs = g->logprobs;
     tickets.push_back(loop_->Submit(std::move(r)));
   }
   for (uint64_t t : tickets) by_ticket_[t] = job;
@@ -335,10 +373,36 @@ void Server::HandleGeneration(const HttpRequest& req, std::shared_ptr<HttpExchan
     auto j = weak.lock();
     if (!j) return;
     j->Abort();
-    for (uint64_t t : j->tickets()) by_ticket_.erase(t);
-    jobs_.erase(j.get());
+    Forget(j);
     MaybeFinishDrain();
   });
+  ex->OnDrained([weak] {
+    if (auto j = weak.lock()) j->OnDrained();
+  });
+}
+
+void Server::Forget(const std::shared_ptr<GenerationJob>& job) {
+  for (uint64_t t : job->tickets()) by_ticket_.erase(t);
+  jobs_.erase(job.get());
+}
+
+void Server::CheckStalledStreams() {
+  const double now = NowSeconds();
+  std::vector<std::shared_ptr<GenerationJob>> stalled;
+  for (const auto& [p, j] : jobs_)
+    if (j->paused_since() > 0 && now - j->paused_since() > cfg_.stream_stall_timeout_s)
+      stalled.push_back(j);
+  for (const auto& j : stalled) {
+    Log(LogLevel::kWarn, "dropping a stream whose client read nothing for {} s",
+        cfg_.stream_stall_timeout_s);
+    j->DropStalled();
+    Forget(j);
+  }
+  if (!stalled.empty()) {
+    malloc_trim(0);  // hand the dropped streams' buffers back to the system now
+    MaybeFinishDrain();
+  }
+  http_->After(1000, [this] { CheckStalledStreams(); });
 }
 
 void Server::OnEvents(std::vector<LoopEvent> events) {
@@ -346,10 +410,7 @@ void Server::OnEvents(std::vector<LoopEvent> events) {
     auto it = by_ticket_.find(e.ticket);
     if (it == by_ticket_.end()) continue;
     std::shared_ptr<GenerationJob> job = it->second;
-    if (job->OnEvent(e)) {
-      for (uint64_t t : job->tickets()) by_ticket_.erase(t);
-      jobs_.erase(job.get());
-    }
+    if (job->OnEvent(e)) Forget(job);
   }
   MaybeFinishDrain();
 }
