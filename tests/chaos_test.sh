@@ -101,6 +101,9 @@ fi
 
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/key"
 chmod 600 "$TMP/key"
+# The admin key opens drain/join (an inference key cannot change the cluster).
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/admin.key"
+chmod 600 "$TMP/admin.key"
 mkdir -p "$TMP/models"
 "$SHOAL" synth --preset tiny --layers 8 --type q8_0 --seed 5 -o "$TMP/models/m.gguf" > /dev/null 2>&1
 
@@ -131,7 +134,7 @@ name_of() { local n; for n in $NAMES; do if [ "$(addr "$n")" = "$1" ]; then echo
 alive() { kill -0 "$(cat "$TMP/$1.pid")" 2>/dev/null; }
 
 "${HX[@]}" "$SHOAL" serve -m "$TMP/models/m.gguf" --port 0 --max-num-seqs 8 --max-model-len 512 -t 1 \
-  --cluster-key-file "$TMP/key" --nodes "$(addr n1),$(addr n2),$(addr n3),$(addr n4)" \
+  --cluster-key-file "$TMP/key" --admin-key-file "$TMP/admin.key" --nodes "$(addr n1),$(addr n2),$(addr n3),$(addr n4)" \
   --standby "$(addr n5)" --link-dtype f32 --suspect-ms 500 --dead-ms $DEAD_MS > "$TMP/serve.log" 2>&1 &
 SPID=$!; PIDS+=($SPID); PORT=""
 for _ in $(seq 1 300); do
@@ -214,11 +217,11 @@ fault_join_rebalance() {
   v=$(standbys | pick $r 1)
   if [ -z "$v" ]; then
     v=$(stages | pick $r 1)
-    "${HX[@]}" "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || { extra="drain $v failed"; return; }
+    "${HX[@]}" "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" --admin-key-file "$TMP/admin.key" > /dev/null || { extra="drain $v failed"; return; }
     for _ in $(seq 1 500); do stages | grep -x "$v" > /dev/null || break; sleep 0.02; done
   fi
   victims=$v
-  "${HX[@]}" "$SHOAL" node join "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || { extra="join $v failed"; return; }
+  "${HX[@]}" "$SHOAL" node join "$(addr "$v")" --url "http://127.0.0.1:$PORT" --admin-key-file "$TMP/admin.key" > /dev/null || { extra="join $v failed"; return; }
   for _ in $(seq 1 500); do stages | grep -x "$v" > /dev/null && return; sleep 0.02; done
   extra="$v holds no layers 10 s after joining"
 }
@@ -245,7 +248,7 @@ trial() {
   local extra=""
   case $kind in
     kill1|kill2|kill_standby) for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")" || true; done ;;
-    drain) for v in $victims; do "${HX[@]}" "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || extra="drain $v failed"; done ;;
+    drain) for v in $victims; do "${HX[@]}" "$SHOAL" node drain "$(addr "$v")" --url "http://127.0.0.1:$PORT" --admin-key-file "$TMP/admin.key" > /dev/null || extra="drain $v failed"; done ;;
     restart) for v in $victims; do kill -9 "$(cat "$TMP/$v.pid")" || true; wait "$(cat "$TMP/$v.pid")" 2>/dev/null || true; start_node "$v" "$(cat "$TMP/$v.port")" > /dev/null || extra="$v did not restart"; done ;;
     partition5)
       for v in $victims; do link_cut $(link_of "$v"); done
@@ -286,7 +289,7 @@ trial() {
     sleep "$(python3 -c "import time; print(max(0.0, $t_fault + $PART_S + 4 - time.time()))")"
   fi
   if [ $kind = drain ]; then  # the drained node joins again, as a standby
-    for v in $victims; do "${HX[@]}" "$SHOAL" node join --standby "$(addr "$v")" --url "http://127.0.0.1:$PORT" > /dev/null || extra="join $v failed"; done
+    for v in $victims; do "${HX[@]}" "$SHOAL" node join --standby "$(addr "$v")" --url "http://127.0.0.1:$PORT" --admin-key-file "$TMP/admin.key" > /dev/null || extra="join $v failed"; done
   fi
   # Failovers the trial caused, late frames dropped, and for the network kinds what became of
   # the victim once its link was whole again (it must live on, as a standby, and harm nothing).
@@ -353,7 +356,7 @@ else
 fi
 n=$i
 echo "metrics:"; "${HX[@]}" curl -s "127.0.0.1:$PORT/metrics" | grep -E '^shoal_(cluster_epoch|failovers_total|replayed_tokens_total|recovery_seconds_max|cluster_available) ' || true
-"${HX[@]}" "$SHOAL" status --url "http://127.0.0.1:$PORT" | tail -8 || true
+"${HX[@]}" "$SHOAL" status --url "http://127.0.0.1:$PORT" --admin-key-file "$TMP/admin.key" | tail -8 || true
 python3 - "$TMP/recoveries" "$n" "$fails" "$TMP/netfaults" <<'PY'
 import sys, statistics
 def rows_of(path):

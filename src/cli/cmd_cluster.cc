@@ -50,18 +50,21 @@ Result<std::string> MakeKeyDir() {
   std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/shoal-cluster-XXXXXX";
   if (::mkdtemp(templ.data()) == nullptr)
     return Errorf("mkdtemp {}: {}", templ, std::strerror(errno));
-  uint8_t raw[32];
-  std::ifstream rnd("/dev/urandom", std::ios::binary);
-  if (!rnd.read(reinterpret_cast<char*>(raw), sizeof(raw)))
-    return Errorf("cannot read /dev/urandom");
-  std::string hex;
-  for (uint8_t b : raw) hex += fmt::format("{:02x}", b);
-  const std::string key = templ + "/cluster.key";
-  const int fd = ::open(key.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return Errorf("{}: {}", key, std::strerror(errno));
-  const bool ok = ::write(fd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size());
-  ::close(fd);
-  if (!ok) return Errorf("{}: short write", key);
+  // The cluster key authenticates the links; the admin key opens drain/join/rebalance.
+  for (const char* name : {"/cluster.key", "/admin.key"}) {
+    uint8_t raw[32];
+    std::ifstream rnd("/dev/urandom", std::ios::binary);
+    if (!rnd.read(reinterpret_cast<char*>(raw), sizeof(raw)))
+      return Errorf("cannot read /dev/urandom");
+    std::string hex;
+    for (uint8_t b : raw) hex += fmt::format("{:02x}", b);
+    const std::string key = templ + name;
+    const int fd = ::open(key.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return Errorf("{}: {}", key, std::strerror(errno));
+    const bool ok = ::write(fd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size());
+    ::close(fd);
+    if (!ok) return Errorf("{}: short write", key);
+  }
   return templ;
 }
 
@@ -167,7 +170,10 @@ int ClusterUp(const ClusterUpArgs& a) {
   std::signal(SIGTERM, OnStartSignal);
   auto dir = MakeKeyDir();
   if (!dir.ok()) return Fail(dir.status());
-  std::fprintf(stderr, "shoal cluster: key and logs in %s\n", dir->c_str());
+  std::fprintf(stderr,
+               "shoal cluster: keys and logs in %s (admin key for `shoal node drain|join`: "
+               "%s/admin.key)\n",
+               dir->c_str(), dir->c_str());
   int rc = 1;
   {
     ChildGroup group;
@@ -179,6 +185,7 @@ int ClusterUp(const ClusterUpArgs& a) {
       s.nodes = nodes->nodes;
       s.standby = nodes->standby;
       s.cluster_key_file = *dir + "/cluster.key";
+      s.admin_key_file = *dir + "/admin.key";
       std::fprintf(stderr,
                    "shoal cluster: %d nodes and %d standbys up (%llu MiB each); coordinator "
                    "--nodes %s%s%s\n",

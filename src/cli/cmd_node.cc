@@ -1,4 +1,5 @@
 // `shoal node`: a pipeline worker that serves the layers a coordinator assigns it.
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "dist/node_agent.h"
+#include "io/mapped_file.h"
 #include "loadgen/http_client.h"
 #include "net/conn.h"
 
@@ -15,7 +17,9 @@ namespace {
 
 struct NodeArgs {
   std::string listen = "127.0.0.1:0", mem_limit, model_dir = ".", cache_dir, key_file, name;
+  std::string link_cipher = "aes-256-gcm";
   int threads = 1;
+  int max_links = 64;
   bool no_measure = false;
 };
 
@@ -35,6 +39,14 @@ int RunNode(const NodeArgs& a) {
   o.cache_dir = a.cache_dir;
   o.name = a.name;
   o.measure = !a.no_measure;
+  o.max_links = a.max_links;
+  auto cipher = net::ParseLinkCipher(a.link_cipher);
+  if (!cipher.ok()) return Fail(cipher.status().Annotate("--link-cipher"));
+  o.link_cipher = *cipher;
+  if (o.link_cipher == net::LinkCipher::kNone)
+    std::fprintf(stderr,
+                 "shoal node: --link-cipher none: links are neither encrypted nor "
+                 "integrity-protected (for measuring only)\n");
   // Without --mem-limit the node may use 90% of the memory available now.
   auto m = ParseMemSize(a.mem_limit.empty() ? "0.9" : a.mem_limit, "--mem-limit");
   if (!m.ok()) return Fail(m.status());
@@ -61,7 +73,7 @@ int RunNode(const NodeArgs& a) {
 // `shoal node drain|join|rebalance`: a membership change sent to the coordinator.
 struct DrainArgs {
   enum class Op { kDrain, kJoin, kRebalance } op = Op::kDrain;
-  std::string node, url = "http://127.0.0.1:8080", api_key;
+  std::string node, url = "http://127.0.0.1:8080", admin_key_file;
   bool standby = false;  // join: wait as a spare instead of taking load now
 };
 
@@ -77,7 +89,11 @@ int RunDrain(const DrainArgs& d) {
   const char* path = d.op == Op::kDrain  ? "/v1/cluster/drain"
                      : d.op == Op::kJoin ? "/v1/cluster/join"
                                          : "/v1/cluster/rebalance";
-  auto r = loadgen::HttpPost(*target, path, body.dump(), d.api_key, 10.0);
+  auto key = ReadFileToString(d.admin_key_file);
+  if (!key.ok()) return Fail(key.status().Annotate("--admin-key-file"));
+  std::string admin = *key;
+  while (!admin.empty() && std::isspace(static_cast<unsigned char>(admin.back()))) admin.pop_back();
+  auto r = loadgen::HttpPost(*target, path, body.dump(), admin, 10.0);
   if (!r.ok()) return Fail(r.status());
   if (d.op == Op::kDrain)
     std::printf("%s: draining (the cluster re-plans without it at its next step)\n",
@@ -110,10 +126,23 @@ void AddNodeCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--cluster-key-file", a->key_file, "Shared cluster key file (>= 16 bytes)");
   cmd->add_option("--name", a->name, "Node name in plans and logs (default HOST:PORT)");
   cmd->add_flag("--no-measure", a->no_measure, "Skip the bandwidth/matmul probe at start");
+  cmd->add_option("--link-cipher", a->link_cipher,
+                  "Cipher of every cluster link after the handshake: aes-256-gcm, or none "
+                  "(INSECURE, for measuring its cost only); the coordinator and every node must "
+                  "use the same")
+      ->capture_default_str();
+  cmd->add_option("--max-links", a->max_links,
+                  "Links served at once; one more is refused at once (bounds a flood of "
+                  "connections)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   // The membership subcommands ask a serving coordinator (--url) to change its nodes.
   auto coordinator_call = [runner](CLI::App* sub, const std::shared_ptr<DrainArgs>& args) {
     sub->add_option("--url", args->url, "The coordinator's base URL")->capture_default_str();
-    sub->add_option("--api-key", args->api_key, "API key of the server");
+    sub->add_option("--admin-key-file", args->admin_key_file,
+                    "The cluster's admin key (the server's --admin-key-file; `shoal cluster up` "
+                    "prints where its own is)")
+        ->required();
     sub->callback([args, runner] { *runner = [args] { return RunDrain(*args); }; });
   };
   // `shoal node drain NODE --url URL`: the coordinator re-plans without NODE (no request lost).
