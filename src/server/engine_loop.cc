@@ -2,6 +2,8 @@
 #include "server/engine_loop.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
 
 #include "base/log.h"
 
@@ -73,6 +75,16 @@ void EngineLoop::Forget(uint64_t ticket) {
   ticket_to_id_.erase(it);
 }
 
+Result<std::vector<TokenEvent>> EngineLoop::SafeStep() {
+  // An allocation failure (or a bug that throws) inside a step fails the live requests below
+  // instead of terminating the process with every connection.
+  try {
+    return engine_->Step();
+  } catch (const std::exception& e) {
+    return Errorf("engine step threw: {}", e.what());
+  }
+}
+
 void EngineLoop::Run() {
   std::vector<LoopEvent> out;
   for (;;) {
@@ -92,7 +104,11 @@ void EngineLoop::Run() {
     }
     out.clear();
     for (auto& [ticket, req] : submits) {
-      Result<int64_t> id = engine_->Add(std::move(req));
+      Result<int64_t> id = Errorf("out of memory admitting the request");
+      try {
+        id = engine_->Add(std::move(req));
+      } catch (const std::bad_alloc&) {
+      }
       if (!id.ok()) {
         LoopEvent e;
         e.ticket = ticket;
@@ -118,7 +134,7 @@ void EngineLoop::Run() {
       if (it != ticket_to_id_.end()) engine_->Hold(it->second, held);
     }
     if (engine_->has_work()) {
-      Result<std::vector<TokenEvent>> events = engine_->Step();
+      Result<std::vector<TokenEvent>> events = SafeStep();
       if (!events.ok()) {
         // A failed step is a bug or an exhausted resource; fail every live request rather than
         // spin on the same error.
