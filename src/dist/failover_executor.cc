@@ -58,7 +58,8 @@ void FailoverExecutor::WatchStandbys() {
     std::vector<std::thread> probes;
     for (const std::string& a : standby)
       probes.emplace_back([this, a, timeout] {
-        const bool alive = ConnectNode(a, {}, key_, timeout).ok();  // the link closes at once
+        const bool alive = ConnectNode(a, {}, key_, timeout, opts_.cluster.link_cipher)
+                               .ok();  // the link closes at once
         std::lock_guard<std::mutex> g(mu_);
         if (std::find(standby_.begin(), standby_.end(), a) != standby_.end())
           health_[a] = alive ? "alive" : "dead";
@@ -134,7 +135,7 @@ Status FailoverExecutor::TryPlan(uint32_t epoch, bool rebalance,
       health_[addr] = "dead";  // lost a moment ago: not worth a probe's suspect time
       return;
     }
-    auto l = ConnectNode(addr, o, key_, timeout);
+    auto l = ConnectNode(addr, o, key_, timeout, opts_.cluster.link_cipher);
     std::lock_guard<std::mutex> lk(mu_);
     health_[addr] = l.ok() ? "alive" : "dead";
     if (l.ok()) {

@@ -32,6 +32,18 @@ namespace {
 constexpr int64_t kAcceptPollMs = 200;
 constexpr int64_t kRecvPollMs = 500;
 constexpr int64_t kConnectTimeoutMs = 10'000;
+// After a failed accept (out of descriptors: the pending connection stays queued, so accepting
+// again at once would spin): wait 100 ms, doubling to 1 s while it keeps failing, and log at
+// most once a second (a descriptor shortage lasts as long as the links holding them).
+constexpr int64_t kAcceptBackoffMinMs = 100;
+constexpr int64_t kAcceptBackoffMaxMs = 1'000;
+constexpr int64_t kAcceptLogEveryMs = 1'000;
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace
 
@@ -136,12 +148,23 @@ void NodeAgent::Stop() {
 
 Status NodeAgent::Run() {
   Impl& m = *impl_;
+  int64_t backoff_ms = 0, last_log_ms = 0, failures = 0;
   while (!m.stop) {
     auto conn = m.listener->Accept(kAcceptPollMs);
     if (!conn.ok()) {
-      Log(LogLevel::kWarn, "accept: {}", conn.status().message());
+      ++failures;
+      backoff_ms = std::min(std::max(backoff_ms * 2, kAcceptBackoffMinMs), kAcceptBackoffMaxMs);
+      if (SteadyMs() - last_log_ms >= kAcceptLogEveryMs) {
+        Log(LogLevel::kWarn, "accept failed {} time(s), retrying in {} ms: {}", failures,
+            backoff_ms, conn.status().message());
+        last_log_ms = SteadyMs();
+        failures = 0;
+      }
+      for (int64_t w = 0; w < backoff_ms && !m.stop; w += kAcceptBackoffMinMs)
+        std::this_thread::sleep_for(std::chrono::milliseconds(kAcceptBackoffMinMs));
       continue;
     }
+    backoff_ms = 0;
     if (!*conn) continue;
     std::shared_ptr<net::Conn> c(std::move(*conn));
     std::erase_if(m.links, [](auto& t) {
@@ -149,6 +172,18 @@ Status NodeAgent::Run() {
       t.thread.join();
       return true;
     });
+    if (static_cast<int64_t>(m.links.size()) >= std::max(1, m.opts.max_links)) {
+      // Over the cap: one small frame into an empty socket buffer never blocks.
+      Log(LogLevel::kWarn, "refused a link from {}: {} links open (--max-links)", c->peer(),
+          m.links.size());
+      net::Frame bye;
+      bye.type = net::MsgType::kGoodbye;
+      bye.payload = net::EncodeGoodbye(
+          fmt::format("too many links: this node serves at most {}", m.opts.max_links));
+      (void)c->Send(bye);
+      c->Shutdown();
+      continue;
+    }
     auto done = std::make_shared<std::atomic<bool>>(false);
     m.links.push_back({std::thread([&m, c, done] {
                          m.ServeLink(c);
@@ -161,7 +196,9 @@ Status NodeAgent::Run() {
 
 void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
   // Authenticate on this link's thread, so a silent peer cannot stall the accept loop.
-  if (Status s = net::AuthenticateAcceptor(*conn, key); !s.ok()) {
+  net::AuthOptions auth;
+  auth.cipher = opts.link_cipher;
+  if (Status s = net::AuthenticateAcceptor(*conn, key, auth); !s.ok()) {
     Log(LogLevel::kWarn, "dropped an unauthenticated peer: {}", s.message());
     conn->Shutdown();
     return;
@@ -379,7 +416,9 @@ Status NodeAgent::Impl::StartStage(const Assignment& a, const std::shared_ptr<ne
       dialing = down;  // CancelDial shuts it down from here on
     }
     Status s = CheckTicket(a, ticket);  // a newer assignment came before it could see `dialing`
-    if (s.ok()) s = net::AuthenticateDialer(*down, key);
+    net::AuthOptions auth;
+    auth.cipher = opts.link_cipher;
+    if (s.ok()) s = net::AuthenticateDialer(*down, key, auth);
     // The downstream node greets every link with its node info; read and drop it.
     if (s.ok()) {
       auto j = down->Recv(kConnectTimeoutMs);

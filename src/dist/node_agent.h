@@ -25,6 +25,14 @@ struct NodeOptions {
   std::string cache_dir;  // tensors received from the coordinator; default model_dir/.shoal-cache
   std::string name;       // default: host:port
   bool measure = true;    // probe bandwidth and matmul speed at start
+  // Cipher of every link (`--link-cipher`): the coordinator and the other nodes must use the
+  // same; a link that does not is refused at its handshake.
+  net::LinkCipher link_cipher = net::LinkCipher::kAes256Gcm;
+  // Links served at once (`--max-links`); one more is closed at once with a GOODBYE. A node
+  // serves a few (its coordinator, its upstream stage, probes during a failover, fetches); 64
+  // leaves room for a coordinator's probe bursts while bounding what a flood of connections
+  // takes (a thread and ~300 KiB of buffers each).
+  int max_links = 64;
 };
 
 class NodeAgent {

@@ -37,10 +37,12 @@ Result<net::Frame> RecvControl(net::Conn& c, int64_t timeout_ms, const std::stri
 }  // namespace
 
 Result<NodeLink> ConnectNode(const std::string& addr, const NodeOverride& o,
-                             const net::ClusterKey& key, int64_t timeout_ms) {
+                             const net::ClusterKey& key, int64_t timeout_ms,
+                             net::LinkCipher cipher) {
   SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(addr));
   net::AuthOptions auth;
   auth.timeout_ms = std::min(auth.timeout_ms, timeout_ms);  // a stopped node fails a probe fast
+  auth.cipher = cipher;
   SHOAL_ASSIGN_OR_RETURN(auto c,
                          net::ConnectAuthenticated(hp.first, hp.second, key, timeout_ms, {}, auth));
   NodeLink l;
@@ -78,7 +80,8 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
   std::vector<NodeLink> links;
   for (size_t i = 0; i < opts.nodes.size(); ++i) {
     const NodeOverride o = i < opts.overrides.size() ? opts.overrides[i] : NodeOverride{};
-    SHOAL_ASSIGN_OR_RETURN(NodeLink l, ConnectNode(opts.nodes[i], o, key, opts.connect_timeout_ms));
+    SHOAL_ASSIGN_OR_RETURN(
+        NodeLink l, ConnectNode(opts.nodes[i], o, key, opts.connect_timeout_ms, opts.link_cipher));
     links.push_back(std::move(l));
   }
   return PlanCluster(std::move(links), opts, file);

@@ -29,6 +29,8 @@ struct ClusterOptions {
   int32_t swap_blocks = 0;
   int64_t connect_timeout_ms = 10'000;
   WatchConfig watch;  // failure detection on every link (link_watch.h)
+  // Cipher of every link to the nodes (`--link-cipher`); each node must use the same.
+  net::LinkCipher link_cipher = net::LinkCipher::kAes256Gcm;
 };
 
 // Authenticated links to every node with the plan made from their reported NodeInfo.
@@ -51,7 +53,8 @@ struct NodeLink {
   planner::NodeInfo info;
 };
 Result<NodeLink> ConnectNode(const std::string& address, const NodeOverride& override,
-                             const net::ClusterKey& key, int64_t timeout_ms);
+                             const net::ClusterKey& key, int64_t timeout_ms,
+                             net::LinkCipher cipher = net::LinkCipher::kAes256Gcm);
 
 // Plans the layer split over these links (in pipeline order).
 Result<Cluster> PlanCluster(std::vector<NodeLink> links, const ClusterOptions& opts,

@@ -61,18 +61,41 @@ TEST(ClusterKeyTest, LoadsFileTrimmingTrailingWhitespace) {
   }
 }
 
-TEST(ProofTest, BoundToKeyRoleAndNonceOrder) {
-  Nonce a{}, b{};
-  a[0] = 1;
-  b[0] = 2;
-  const Proof p = *ComputeProof(GoodKey(), Role::kDialer, a, b);
-  EXPECT_TRUE(ProofMatches(p, *ComputeProof(GoodKey(), Role::kDialer, a, b)));
-  EXPECT_FALSE(ProofMatches(p, *ComputeProof(GoodKey(), Role::kAcceptor, a, b)));
-  EXPECT_FALSE(ProofMatches(p, *ComputeProof(GoodKey(), Role::kDialer, b, a)));
-  EXPECT_FALSE(
-      ProofMatches(p, *ComputeProof(Key("another key of 16+ bytes"), Role::kDialer, a, b)));
+TEST(ProofTest, BoundToKeyRoleNoncesTargetAndCipher) {
+  Transcript t;
+  t.target = "10.0.0.2:7000";
+  t.dialer[0] = 1;
+  t.acceptor[0] = 2;
+  const Proof p = *ComputeProof(GoodKey(), Role::kDialer, t);
+  EXPECT_TRUE(ProofMatches(p, *ComputeProof(GoodKey(), Role::kDialer, t)));
+  EXPECT_FALSE(ProofMatches(p, *ComputeProof(GoodKey(), Role::kAcceptor, t)));
+  Transcript swapped = t;
+  std::swap(swapped.dialer, swapped.acceptor);
+  EXPECT_FALSE(ProofMatches(p, *ComputeProof(GoodKey(), Role::kDialer, swapped)));
+  Transcript other_port = t;
+  other_port.target = "10.0.0.2:7001";
+  EXPECT_FALSE(ProofMatches(p, *ComputeProof(GoodKey(), Role::kDialer, other_port)));
+  Transcript clear = t;
+  clear.cipher = LinkCipher::kNone;
+  EXPECT_FALSE(ProofMatches(p, *ComputeProof(GoodKey(), Role::kDialer, clear)));
+  EXPECT_FALSE(ProofMatches(p, *ComputeProof(Key("another key of 16+ bytes"), Role::kDialer, t)));
   EXPECT_FALSE(ProofMatches(p, std::span(p).first(31)));
   EXPECT_NE(*RandomNonce(), *RandomNonce());
+}
+
+TEST(ProofTest, HelloRoundTripsAndRejectsJunk) {
+  Hello h;
+  h.nonce[3] = 9;
+  h.cipher = 1;
+  h.target = "[::1]:7000";
+  Result<Hello> back = DecodeHello(EncodeHello(h));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->nonce, h.nonce);
+  EXPECT_EQ(back->target, h.target);
+  std::vector<uint8_t> longer = EncodeHello(h);
+  longer.push_back(0);
+  EXPECT_FALSE(DecodeHello(longer).ok());
+  EXPECT_FALSE(DecodeHello(std::vector<uint8_t>(kNonceBytes, 0)).ok());
 }
 
 // Runs AcceptAuthenticated on another thread.
@@ -138,7 +161,11 @@ TEST(HandshakeTest, ForgedProofRejectedAndPeerToldWhy) {
   auto raw = Raw(*l);
   Frame hello;
   hello.type = MsgType::kHello;
-  hello.payload.assign(kNonceBytes, 0x55);
+  Hello h;
+  h.nonce.fill(0x55);
+  h.cipher = static_cast<uint8_t>(LinkCipher::kAes256Gcm);
+  h.target = raw->target();
+  hello.payload = EncodeHello(h);
   ASSERT_TRUE(raw->Send(hello).ok());
   Result<std::optional<Frame>> challenge = raw->Recv(kWaitMs);
   ASSERT_TRUE(challenge.ok() && challenge->has_value());
@@ -194,7 +221,7 @@ TEST(HandshakeTest, LargeFrameBeforeAuthRejectedFromItsHeader) {
   ASSERT_TRUE(raw->Send(big).ok());
   Result<std::unique_ptr<Conn>> acceptor = accepted.get();
   ASSERT_FALSE(acceptor.ok());
-  EXPECT_THAT(acceptor.status().message(), HasSubstr("exceeds the limit of 256 bytes"));
+  EXPECT_THAT(acceptor.status().message(), HasSubstr("exceeds the limit of 512 bytes"));
 }
 
 TEST(HandshakeTest, SilentDialerTimesOut) {
@@ -229,31 +256,47 @@ TEST(HandshakeTest, FrameSentRightAfterAuthOkUsesTheFullLimit) {
   Conn& raw = **acc;
   Result<std::optional<Frame>> hello = raw.Recv(kWaitMs);
   ASSERT_TRUE(hello.ok() && hello->has_value());
-  Nonce peer{}, own = *RandomNonce();
-  std::copy((*hello)->payload.begin(), (*hello)->payload.end(), peer.begin());
+  Result<Hello> h = DecodeHello((*hello)->payload);
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  Transcript t;
+  t.target = h->target;
+  t.dialer = h->nonce;
+  t.acceptor = *RandomNonce();
+  const Proof own_proof = *ComputeProof(GoodKey(), Role::kAcceptor, t);
   Frame challenge;
   challenge.type = MsgType::kChallenge;
   ByteWriter w(&challenge.payload);
-  w.Bytes(own);
-  w.Bytes(*ComputeProof(GoodKey(), Role::kAcceptor, own, peer));
+  w.Bytes(t.acceptor);
+  w.Bytes(own_proof);
   ASSERT_TRUE(raw.Send(challenge).ok());
   Result<std::optional<Frame>> proof = raw.Recv(kWaitMs);
   ASSERT_TRUE(proof.ok() && proof->has_value());
-  EXPECT_TRUE(ProofMatches(*ComputeProof(GoodKey(), Role::kDialer, peer, own), (*proof)->payload));
+  const Proof dialer_proof = *ComputeProof(GoodKey(), Role::kDialer, t);
+  EXPECT_TRUE(ProofMatches(dialer_proof, (*proof)->payload));
+  // AUTH_OK in clear, then the data frame sealed as the acceptor seals it, in one write.
+  Result<LinkKeys> keys = DeriveLinkKeys(GoodKey(), Role::kAcceptor, t, own_proof, dialer_proof);
+  ASSERT_TRUE(keys.ok()) << keys.status().message();
   Frame ok;
   ok.type = MsgType::kAuthOk;
-  Frame data;
-  data.type = MsgType::kControl;
-  data.payload.assign(100'000, 3);
   std::vector<uint8_t> both = *EncodeFrame(ok);
-  ASSERT_TRUE(AppendFrame(data, &both).ok());
+  std::vector<uint8_t> plain(100'000, 3);
+  uint8_t header[kMaxHeaderSize];
+  const size_t hn = WriteHeader(MsgType::kControl, 0, {},
+                                static_cast<uint32_t>(plain.size() + kAeadTagBytes), header);
+  uint8_t tag[kAeadTagBytes];
+  ASSERT_TRUE(keys->send->Begin({header, hn}).ok());
+  ASSERT_TRUE(keys->send->Update(plain.data(), plain.data(), plain.size()).ok());
+  ASSERT_TRUE(keys->send->SealFinish(tag).ok());
+  both.insert(both.end(), header, header + hn);
+  both.insert(both.end(), plain.begin(), plain.end());
+  both.insert(both.end(), tag, tag + kAeadTagBytes);
   ASSERT_TRUE(raw.SendBytes(both).ok());
   Result<std::unique_ptr<Conn>> dialer = dialed.get();
   ASSERT_TRUE(dialer.ok()) << dialer.status().message();
   Result<std::optional<Frame>> got = (*dialer)->Recv(kWaitMs);
   ASSERT_TRUE(got.ok()) << got.status().message();
   ASSERT_TRUE(got->has_value());
-  EXPECT_EQ((*got)->payload.size(), 100'000u);
+  EXPECT_EQ((*got)->payload, std::vector<uint8_t>(100'000, 3));
 }
 
 TEST(HandshakeTest, ListenerSurvivesAFailedPeer) {

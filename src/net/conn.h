@@ -1,6 +1,8 @@
 // Conn and Listener: framed blocking TCP links (connect/accept with timeouts, thread-safe Send).
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -13,6 +15,7 @@
 
 #include "base/status.h"
 #include "net/frame.h"
+#include "net/link_cipher.h"
 
 namespace shoal::net {
 
@@ -52,9 +55,11 @@ class Conn {
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
 
-  // Writes the whole frame (header and payload in one sendmsg where possible).
+  // Writes the whole frame (header and payload in one sendmsg where possible); sealed once
+  // StartSendCipher was called.
   Status Send(const Frame& frame);
-  // Writes pre-encoded frame bytes (e.g. one frame encoded once for several links).
+  // Writes pre-encoded frame bytes (e.g. one frame encoded once for several links). On a sealed
+  // link the bytes must be whole frames (each is sealed for this link); before, any bytes.
   Status SendBytes(std::span<const uint8_t> bytes);
   // The next frame; std::nullopt if none completed within timeout_ms (< 0: wait forever); an
   // error if the peer closed, the socket failed or a frame was malformed (see state()).
@@ -65,24 +70,48 @@ class Conn {
   LinkState state() const { return state_.load(); }
   // "addr:port" of the other end, for logs.
   const std::string& peer() const { return peer_; }
-  // Limits the payload of received frames (the handshake lowers it; see auth.h).
+  // "host:port" as dialed by Connect ("" for an accepted link): the handshake binds it.
+  const std::string& target() const { return target_; }
+  // The local port of the socket (an accepted link: the port the peer dialed).
+  uint16_t local_port() const { return local_port_; }
+  // Limits the payload of received frames (the handshake lowers it; see auth.h). On a sealed
+  // link the decoder allows the tag on top.
   void set_recv_max_payload(uint32_t max_payload);
   const ConnOptions& options() const { return opts_; }
+  // From the next frame on, every frame sent is sealed with `aead` (link_cipher.h).
+  void StartSendCipher(std::unique_ptr<FrameAead> aead);
+  // From the next frame on, every frame received must open with `aead`: a frame that does not
+  // (changed, replayed, reordered, dropped) fails the link with a logged reason.
+  void StartRecvCipher(std::unique_ptr<FrameAead> aead);
+  bool sealed() const { return sealed_.load(); }
 
  private:
   Conn(int fd, const ConnOptions& opts);
   Status SendLocked(std::span<const uint8_t> header, std::span<const uint8_t> payload);
+  // Writes iov[0, count) whole (send_mu_ held).
+  Status WriteLocked(iovec* iov, int count);
+  // Seals and writes one frame: `header` (its length field counts the tag) in clear.
+  Status SendSealedLocked(std::span<const uint8_t> header, std::span<const uint8_t> payload);
+  // Opens a received frame in place (recv_mu_ held).
+  Status OpenLocked(Frame* frame);
   Status FailRecv(Status s, LinkState state);
 
   int fd_;
   ConnOptions opts_;
   std::string peer_;
+  std::string target_;
+  uint16_t local_port_ = 0;
   std::atomic<LinkState> state_{LinkState::kOpen};
+  std::atomic<bool> sealed_{false};
   std::mutex send_mu_;
-  bool send_failed_ = false;  // guarded by send_mu_
+  bool send_failed_ = false;         // guarded by send_mu_
+  std::unique_ptr<FrameAead> seal_;  // guarded by send_mu_
+  std::vector<uint8_t> seal_buf_;    // guarded by send_mu_: ciphertext of one chunk
   std::mutex recv_mu_;
-  FrameDecoder decoder_;           // guarded by recv_mu_
-  std::vector<uint8_t> read_buf_;  // bytes [buf_begin_, buf_end_) received, not yet decoded
+  std::unique_ptr<FrameAead> open_;  // guarded by recv_mu_
+  uint32_t recv_max_payload_;        // guarded by recv_mu_ (without the tag)
+  FrameDecoder decoder_;             // guarded by recv_mu_
+  std::vector<uint8_t> read_buf_;    // bytes [buf_begin_, buf_end_) received, not yet decoded
   size_t buf_begin_ = 0;
   size_t buf_end_ = 0;
   Status recv_error_;
@@ -98,8 +127,13 @@ class Listener {
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
 
-  // The next connection; nullptr if none arrived within timeout_ms (< 0: wait forever).
+  // The next connection; nullptr if none arrived within timeout_ms (< 0: wait forever). When
+  // the process is out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the error says
+  // so and exhausted() is true: the pending connection stays queued and poll() reports it again
+  // at once, so the caller must back off before the next Accept, not spin.
   Result<std::unique_ptr<Conn>> Accept(int64_t timeout_ms);
+  // Whether the last Accept failed for lack of descriptors or memory.
+  bool exhausted() const { return exhausted_; }
   uint16_t port() const { return port_; }
   const ConnOptions& options() const { return opts_; }
 
@@ -108,6 +142,7 @@ class Listener {
   int fd_;
   uint16_t port_;
   ConnOptions opts_;
+  bool exhausted_ = false;
 };
 
 }  // namespace shoal::net

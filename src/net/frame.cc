@@ -56,6 +56,20 @@ const char* MsgTypeName(MsgType type) {
   return "unknown";
 }
 
+size_t WriteHeader(MsgType type, uint16_t flags, const DataTag& tag, uint32_t payload_len,
+                   uint8_t (&out)[kMaxHeaderSize]) {
+  StoreLE32(out, kFrameMagic);
+  out[4] = kProtocolVersion;
+  out[5] = static_cast<uint8_t>(type);
+  StoreLE16(out + 6, flags);
+  StoreLE32(out + 8, payload_len);
+  if (!IsDataType(type)) return kBaseHeaderSize;
+  StoreLE64(out + 12, tag.request_id);
+  StoreLE32(out + 20, tag.epoch);
+  StoreLE64(out + 24, tag.step);
+  return kMaxHeaderSize;
+}
+
 Result<size_t> EncodeHeader(const Frame& frame, uint8_t (&out)[kMaxHeaderSize],
                             const FrameLimits& limits) {
   const uint8_t type = static_cast<uint8_t>(frame.type);
@@ -64,16 +78,8 @@ Result<size_t> EncodeHeader(const Frame& frame, uint8_t (&out)[kMaxHeaderSize],
     return Errorf("{} payload of {} bytes exceeds the limit of {} bytes", MsgTypeName(frame.type),
                   frame.payload.size(), limits.max_payload);
   }
-  StoreLE32(out, kFrameMagic);
-  out[4] = kProtocolVersion;
-  out[5] = type;
-  StoreLE16(out + 6, frame.flags);
-  StoreLE32(out + 8, static_cast<uint32_t>(frame.payload.size()));
-  if (!IsDataType(frame.type)) return kBaseHeaderSize;
-  StoreLE64(out + 12, frame.tag.request_id);
-  StoreLE32(out + 20, frame.tag.epoch);
-  StoreLE64(out + 24, frame.tag.step);
-  return kMaxHeaderSize;
+  return WriteHeader(frame.type, frame.flags, frame.tag,
+                     static_cast<uint32_t>(frame.payload.size()), out);
 }
 
 Status AppendFrame(const Frame& frame, std::vector<uint8_t>* out, const FrameLimits& limits) {

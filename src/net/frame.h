@@ -22,8 +22,12 @@ namespace shoal::net {
 inline constexpr uint32_t kFrameMagic = 0x464E4853;  // "SHNF" in wire order
 // 2: state slots, hidden planes and state copies in step work (kimi-k3 over stages), heartbeat
 // answers with the node's memory, fetches answered while the node loads on its own thread.
+// 3: the handshake binds the dialed target, the protocol version and the link cipher into both
+// proofs (HELLO carries the cipher id and target), and every frame after AUTH_OK is sealed with
+// AES-256-GCM (link_cipher.h): its payload length then counts the 16-byte tag. A version-2 peer
+// would read sealed frames as garbage, so it must be refused before the handshake.
 // Peers of another version are refused at the first frame, with both versions in the reason.
-inline constexpr uint8_t kProtocolVersion = 2;
+inline constexpr uint8_t kProtocolVersion = 3;
 inline constexpr size_t kBaseHeaderSize = 12;
 inline constexpr size_t kDataHeaderSize = 20;
 inline constexpr size_t kMaxHeaderSize = kBaseHeaderSize + kDataHeaderSize;
@@ -32,13 +36,15 @@ inline constexpr size_t kMaxHeaderSize = kBaseHeaderSize + kDataHeaderSize;
 // 16 MiB; 256 MiB leaves 16x for wider models (16384) and longer prefill chunks (2048 tokens)
 // while bounding what one frame can make a receiver allocate.
 inline constexpr uint32_t kDefaultMaxPayload = 256u << 20;
-// Before authentication only handshake frames are accepted; the largest is 64 bytes, and a 256
-// byte cap keeps an unknown peer from making us buffer anything sizeable.
-inline constexpr uint32_t kHandshakeMaxPayload = 256;
+// Before authentication only handshake frames are accepted; the largest is HELLO, at most 298
+// bytes (nonce 32, cipher 1, a target of up to 261 bytes with its 4-byte length: a 253-byte
+// DNS name, brackets, ":65535"), and a 512-byte cap keeps an unknown peer from making us buffer
+// anything sizeable.
+inline constexpr uint32_t kHandshakeMaxPayload = 512;
 
 enum class MsgType : uint8_t {
   // Handshake (auth.h): the only types accepted before authentication.
-  kHello = 0x01,      // dialer -> acceptor: nonce
+  kHello = 0x01,      // dialer -> acceptor: nonce, link cipher, dialed target
   kChallenge = 0x02,  // acceptor -> dialer: nonce, proof
   kProof = 0x03,      // dialer -> acceptor: proof
   kAuthOk = 0x04,     // acceptor -> dialer: empty
@@ -77,6 +83,10 @@ struct FrameLimits {
   uint32_t max_payload = kDefaultMaxPayload;
 };
 
+// Header bytes for a frame of a known `type` whose payload is `payload_len` bytes on the wire
+// (sealed frames count their tag); returns their count (12 or 32). No checks.
+size_t WriteHeader(MsgType type, uint16_t flags, const DataTag& tag, uint32_t payload_len,
+                   uint8_t (&out)[kMaxHeaderSize]);
 // Header bytes of `frame` into `out`; returns their count (12 or 32). Errors: unknown type,
 // payload over the limit.
 Result<size_t> EncodeHeader(const Frame& frame, uint8_t (&out)[kMaxHeaderSize],

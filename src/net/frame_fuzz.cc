@@ -15,7 +15,7 @@ using shoal::net::FrameLimits;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  // First byte: the chunk size to feed with (1..128) and the payload limit: 256 bytes (the
+  // First byte: the chunk size to feed with (1..128) and the payload limit: 512 bytes (the
   // handshake limit) or 1 MiB (the default 256 MiB only makes ASan slower at reserving).
   const size_t chunk = (data[0] & 0x7f) + 1;
   const FrameLimits limits{(data[0] & 0x80) ? shoal::net::kHandshakeMaxPayload : (1u << 20)};

@@ -162,7 +162,7 @@ TEST(FrameTest, WireBytesAreLittleEndian) {
   ASSERT_TRUE(bytes.ok());
   const std::vector<uint8_t> expected = {
       'S',  'H',  'N',  'F',                           // magic
-      0x02,                                            // version
+      0x03,                                            // version
       0x40,                                            // type: activations
       0x02, 0x01,                                      // flags
       0x02, 0x00, 0x00, 0x00,                          // payload length
@@ -177,7 +177,7 @@ TEST(FrameTest, WireBytesAreLittleEndian) {
   hb.payload.resize(0x010203);
   Result<std::vector<uint8_t>> hb_bytes = EncodeFrame(hb);
   ASSERT_TRUE(hb_bytes.ok());
-  const std::vector<uint8_t> hb_header = {'S', 'H', 'N', 'F', 2, 0x10, 0, 0, 0x03, 0x02, 0x01, 0};
+  const std::vector<uint8_t> hb_header = {'S', 'H', 'N', 'F', 3, 0x10, 0, 0, 0x03, 0x02, 0x01, 0};
   EXPECT_EQ(std::vector<uint8_t>(hb_bytes->begin(), hb_bytes->begin() + 12), hb_header);
 }
 

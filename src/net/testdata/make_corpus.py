@@ -14,7 +14,7 @@ TYPES = {"hello": 0x01, "challenge": 0x02, "proof": 0x03, "auth_ok": 0x04, "hear
 DATA = {0x40, 0x41, 0x42}
 
 
-def frame(t, payload=b"", flags=0, tag=(0, 0, 0), version=2, magic=MAGIC, length=None):
+def frame(t, payload=b"", flags=0, tag=(0, 0, 0), version=3, magic=MAGIC, length=None):
     h = struct.pack("<IBBHI", magic, version, t, flags, len(payload) if length is None else length)
     if t in DATA:
         h += struct.pack("<QIQ", *tag)
@@ -26,6 +26,8 @@ malformed = {
     "magic_big_endian.bin": (frame(0x10, magic=0x5348_4E46), "bad magic"),
     "bad_version.bin": (frame(0x10, version=1), "unsupported protocol version 1"),
     "version_zero.bin": (frame(0x10, version=0), "unsupported protocol version 0"),
+    # A version-2 peer (unsealed frames after the handshake) is refused at its first frame.
+    "old_version_2.bin": (frame(0x01, b"\0" * 32, version=2), "unsupported protocol version 2"),
     "unknown_type.bin": (frame(0x10)[:5] + b"\x7f" + frame(0x10)[6:], "unknown message type 0x7f"),
     "type_zero.bin": (frame(0x10)[:5] + b"\x00" + frame(0x10)[6:], "unknown message type 0x00"),
     "oversized_length.bin": (frame(0x40, length=0xFFFFFFFF), "exceeds the limit"),
