@@ -127,6 +127,31 @@ TEST_F(RequestTest, PromptForms) {
   EXPECT_EQ(g.prompts.size(), 2u);
 }
 
+// Issue #35's LOW findings: an empty prompt, an id of 2^64-1, and a request of 4,096 sequences.
+TEST_F(RequestTest, EmptyPromptHugeIdsAndTooManySequencesAre400) {
+  GenerationRequest g;
+  auto e = Parse(R"({"prompt": ""})", false, &g);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(e->param, "prompt");
+  e = Parse(R"({"prompt": ["a", ""]})", false, &g);
+  ASSERT_TRUE(e.has_value());
+  e = Parse(R"({"prompt": [[]]})", false, &g);
+  ASSERT_TRUE(e.has_value());
+  e = Parse(R"({"prompt": [1, 18446744073709551615]})", false, &g);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->message.find("18446744073709551615"), std::string::npos) << e->message;
+  e = Parse(R"({"prompt": [1, -1]})", false, &g);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->message.find("-1"), std::string::npos) << e->message;
+  std::string many = R"({"n": 16, "max_tokens": 1, "prompt": [)";
+  for (int i = 0; i < 17; ++i) many += std::string(i ? "," : "") + "\"p\"";
+  e = Parse(many + "]}", false, &g);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "n");
+  EXPECT_FALSE(Parse(R"({"n": 16, "max_tokens": 1, "prompt": ["a", "b"]})", false, &g));
+}
+
 TEST_F(RequestTest, ChatMessagesUseTheTemplate) {
   info_.max_model_len = 512;  // ChatML's markers are many tokens in a 512-token vocabulary
   GenerationRequest g;
