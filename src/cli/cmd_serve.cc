@@ -75,6 +75,13 @@ int Serve(const ServeArgs& a) {
   sc.http.host = a.host;
   sc.http.port = a.port;
   sc.http.max_body_bytes = a.max_body;
+  sc.http.max_connections = a.max_connections;
+  sc.http.header_timeout_s = a.header_timeout;
+  sc.http.keep_alive_timeout_s = a.keep_alive_timeout;
+  if (a.ssl_certfile.empty() != a.ssl_keyfile.empty())
+    return Fail(Errorf("--ssl-certfile and --ssl-keyfile go together"));
+  sc.http.ssl_certfile = a.ssl_certfile;
+  sc.http.ssl_keyfile = a.ssl_keyfile;
   sc.api_key = a.api_key;
   if (!a.api_key_file.empty()) {
     auto k = ReadKeyFile(a.api_key_file, "--api-key-file");
@@ -144,7 +151,8 @@ int Serve(const ServeArgs& a) {
   RaiseFileLimit();
   server::Server srv(sc);
   if (Status s = srv.Listen(); !s.ok()) return Fail(s);
-  std::fprintf(stderr, "shoal serve: listening on http://%s:%d (loading %s)\n", a.host.c_str(),
+  std::fprintf(stderr, "shoal serve: listening on %s://%s:%d (loading %s)\n",
+               a.ssl_certfile.empty() ? "http" : "https", a.host.c_str(),
                srv.port(), a.model.c_str());
   // The model loads while /health already answers 503.
   Bundle bundle;
@@ -298,6 +306,18 @@ void AddServeCommand(CLI::App& app, Runner* runner) {
       ->capture_default_str();
   cmd->add_option("--max-body-bytes", a->max_body, "Larger request bodies get 413")
       ->capture_default_str();
+  cmd->add_option("--max-connections", a->max_connections,
+                  "Open connections; one more gets 503 and is closed at once")
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", a->header_timeout,
+                  "Seconds a request (headers and body) may take to arrive")
+      ->capture_default_str();
+  cmd->add_option("--keep-alive-timeout", a->keep_alive_timeout,
+                  "Seconds an idle keep-alive connection is kept")
+      ->capture_default_str();
+  cmd->add_option("--ssl-certfile", a->ssl_certfile,
+                  "PEM certificate chain: with --ssl-keyfile the API speaks only HTTPS");
+  cmd->add_option("--ssl-keyfile", a->ssl_keyfile, "PEM private key of --ssl-certfile");
   cmd->add_option("--stream-buffer-bytes", a->stream_buffer,
                   "A stream whose client lags by more bytes is paused until it reads")
       ->capture_default_str();

@@ -18,6 +18,9 @@ struct ServeArgs {
   int64_t max_queued = 4096, max_queued_seqs = 4096;
   uint64_t stream_buffer = 1 << 20;  // see server::ServerConfig
   int stream_stall_timeout = 30;
+  // The HTTP listener (server::HttpServerOptions): caps, timeouts and TLS.
+  int max_connections = 1024, header_timeout = 10, keep_alive_timeout = 15;
+  std::string ssl_certfile, ssl_keyfile;
   uint64_t max_body = 8 << 20;
   bool no_prefix_caching = false;
   // Pipeline over `shoal node` workers: --nodes, or a --cluster TOML file (docs/CLUSTER.md).
