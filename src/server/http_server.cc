@@ -1,26 +1,36 @@
-// HttpServer on Boost.Beast: one io_context thread, a session per connection, raw chunked
-// writes for streams. Nothing here throws out: Asio errors arrive as error codes.
-// clang-format off
-#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange without it
-// clang-format on
+// HttpServer: the listening socket, accept loop (connection cap, back-off on descriptor
+// exhaustion), TLS context, signals and the io loop; connections live in http_session.cc.
+#include <openssl/ssl.h>
+
 #include <algorithm>
-#include <atomic>
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <cctype>
-#include <deque>
-#include <optional>
+#include <array>
+#include <cerrno>
+#include <exception>
 
 #include "base/log.h"
-#include "server/http.h"
+#include "server/http_internal.h"
 
 namespace shoal::server {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
+namespace ssl = asio::ssl;
+using error_code = boost::system::error_code;
+
+namespace {
+
+// Accept errors that mean "out of descriptors or memory" pause accepting: 100 ms, doubling to
+// 1 s while they last (a retry at once spins a core and floods the log), reset by a success.
+constexpr int kAcceptBackoffMinMs = 100;
+constexpr int kAcceptBackoffMaxMs = 1000;
+
+// What a connection past max_connections reads before the close.
+constexpr std::string_view kBusyBody =
+    R"({"error":{"message":"too many connections","type":"server_error","param":null,"code":null}})";
+static_assert(kBusyBody.size() == 91, "kBusyHead's Content-Length");
+constexpr std::string_view kBusyHead =
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    "Content-Length: 91\r\nRetry-After: 1\r\nConnection: close\r\n\r\n";
+
+}  // namespace
 
 std::string HttpRequest::Header(const std::string& name) const {
   for (const auto& [k, v] : headers)
@@ -28,310 +38,119 @@ std::string HttpRequest::Header(const std::string& name) const {
   return "";
 }
 
-namespace {
-
-std::string StatusLine(int status) {
-  const auto reason = http::obsolete_reason(static_cast<http::status>(status));
-  return "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) + "\r\n";
+int64_t RateLimitedLog::Tick(std::chrono::steady_clock::duration interval) {
+  const auto now = std::chrono::steady_clock::now();
+  if (logged_ && now - last_ < interval) {
+    ++suppressed_;
+    return -1;
+  }
+  logged_ = true;
+  last_ = now;
+  const int64_t n = suppressed_;
+  suppressed_ = 0;
+  return n;
 }
 
-std::string Lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
+void HttpServer::Impl::WaitSignal() {
+  signals.async_wait([this](error_code ec, int sig) {
+    if (ec) return;
+    if (on_signal) on_signal(sig);
+    WaitSignal();
+  });
 }
-
-}  // namespace
-
-struct HttpServer::Impl {
-  HttpServerOptions opts;
-  HttpHandler handler;
-  asio::io_context ioc{1};
-  tcp::acceptor acceptor{ioc};
-  asio::signal_set signals{ioc};
-  asio::executor_work_guard<asio::io_context::executor_type> work{ioc.get_executor()};
-  std::atomic<int64_t> n_conn{0};
-  int bound_port = 0;
-  std::function<void(int)> on_signal;
-
-  void Accept();
-  void WaitSignal() {
-    signals.async_wait([this](beast::error_code ec, int sig) {
-      if (ec) return;
-      if (on_signal) on_signal(sig);
-      WaitSignal();
-    });
-  }
-};
-
-namespace {
-
-class Session;
-
-class Exchange final : public HttpExchange {
- public:
-  Exchange(std::shared_ptr<Session> s, bool keep_alive)
-      : s_(std::move(s)), keep_alive_(keep_alive) {}
-  void Respond(int status, const std::string& content_type, std::string body,
-               const Headers& extra) override;
-  void StartStream(int status, const std::string& content_type) override;
-  void Write(std::string data) override;
-  void EndStream() override;
-  void OnClose(std::function<void()> fn) override { on_close_ = std::move(fn); }
-  void Close() override;
-  size_t buffered_bytes() const override;
-  void OnDrained(std::function<void()> fn) override { on_drained_ = std::move(fn); }
-  void NotifyDrained() {
-    if (on_drained_ && !done_ && !closed_) on_drained_();
-  }
-  bool closed() const override { return closed_; }
-
-  void NotifyClosed() {
-    if (closed_ || done_) return;
-    closed_ = true;
-    if (on_close_) {
-      auto fn = std::move(on_close_);
-      on_close_ = nullptr;
-      fn();
-    }
-  }
-
- private:
-  std::shared_ptr<Session> s_;
-  bool keep_alive_;
-  bool started_ = false, done_ = false, closed_ = false;
-  std::function<void()> on_close_;
-  std::function<void()> on_drained_;
-};
-
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(tcp::socket sock, HttpServer::Impl* srv) : stream_(std::move(sock)), srv_(srv) {
-    ++srv_->n_conn;
-  }
-  ~Session() { --srv_->n_conn; }
-
-  void Start() { DoRead(); }
-
-  // Queues bytes; after the queue drains, `then` runs: 0 nothing, 1 read next request, 2 close.
-  void Send(std::string data, int then) {
-    if (dead_) return;
-    queued_bytes_ += data.size();
-    queue_.push_back(std::move(data));
-    if (then != 0) after_ = then;
-    if (!writing_) DoWrite();
-  }
-  bool dead() const { return dead_; }
-  size_t queued_bytes() const { return queued_bytes_; }
-  // Discards what is queued and closes the socket (a client that stopped reading).
-  void Abort() {
-    // A pending async_write still reads the front string: keep it until OnWrite sees the error.
-    while (queue_.size() > (writing_ ? 1u : 0u)) {
-      queued_bytes_ -= queue_.back().size();
-      queue_.pop_back();
-    }
-    exchange_.reset();
-    Close();
-  }
-
- private:
-  void DoRead() {
-    parser_.emplace();
-    parser_->body_limit(srv_->opts.max_body_bytes);
-    parser_->header_limit(64 * 1024);  // 64 KiB of headers: far above any real client's
-    stream_.expires_after(std::chrono::seconds(srv_->opts.idle_timeout_s));
-    http::async_read(
-        stream_, buf_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
-  }
-
-  void OnRead(beast::error_code ec) {
-    stream_.expires_never();
-    if (ec == http::error::body_limit) {
-      Reject(413,
-             "request body larger than " + std::to_string(srv_->opts.max_body_bytes) + " bytes");
-      return;
-    }
-    if (ec == http::error::header_limit) {
-      Reject(431, "request headers too large");
-      return;
-    }
-    if (ec) {
-      // EOF, timeout, reset: just close. A malformed request gets a 400 first.
-      if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
-          ec != http::error::end_of_stream && ec != http::error::partial_message) {
-        Reject(400, "malformed HTTP request: " + ec.message());
-        return;
-      }
-      Close();
-      return;
-    }
-    const auto& msg = parser_->get();
-    HttpRequest req;
-    req.method = std::string(msg.method_string());
-    std::string target(msg.target());
-    const size_t q = target.find('?');
-    if (q != std::string::npos) {
-      req.query = target.substr(q + 1);
-      target.resize(q);
-    }
-    req.target = std::move(target);
-    for (const auto& f : msg)
-      req.headers.emplace_back(
-          Lower(std::string_view(f.name_string().data(), f.name_string().size())),
-          std::string(f.value()));
-    req.body = std::move(parser_->get().body());
-    const bool keep_alive = msg.keep_alive();
-    exchange_ = std::make_shared<Exchange>(shared_from_this(), keep_alive);
-    WatchClose();
-    srv_->handler(req, exchange_);
-  }
-
-  // Detects a client that hangs up while its request is being answered: a peek that completes
-  // with EOF (or an error) means the peer is gone. Pipelined data ends the watch harmlessly.
-  void WatchClose() {
-    const uint64_t gen = ++watch_gen_;
-    stream_.socket().async_receive(
-        asio::buffer(&peek_, 1), tcp::socket::message_peek,
-        [self = shared_from_this(), gen](beast::error_code ec, size_t n) {
-          if (gen != self->watch_gen_ || ec == asio::error::operation_aborted) return;
-          if (ec || n == 0) {
-            self->dead_ = true;
-            if (self->exchange_) self->exchange_->NotifyClosed();
-            self->exchange_.reset();
-            beast::error_code ignored;
-            self->stream_.socket().close(ignored);
-          }
-        });
-  }
-
-  void Reject(int status, const std::string& message) {
-    const std::string body = R"({"error":{"message":")" + message +
-                             R"(","type":"invalid_request_error","param":null,"code":null}})";
-    Send(StatusLine(status) + "Content-Type: application/json\r\nContent-Length: " +
-             std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body,
-         2);
-  }
-
-  void DoWrite() {
-    writing_ = true;
-    asio::async_write(
-        stream_, asio::buffer(queue_.front()),
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
-  }
-
-  void OnWrite(beast::error_code ec) {
-    writing_ = false;
-    if (ec) {
-      dead_ = true;
-      if (exchange_) exchange_->NotifyClosed();
-      exchange_.reset();
-      queue_.clear();
-      queued_bytes_ = 0;
-      Close();
-      return;
-    }
-    queued_bytes_ -= queue_.front().size();
-    queue_.pop_front();
-    if (!queue_.empty()) {
-      DoWrite();
-      return;
-    }
-    if (exchange_) exchange_->NotifyDrained();
-    if (dead_ || writing_ || !queue_.empty()) return;  // the callback wrote or closed
-    const int then = after_;
-    after_ = 0;
-    if (then == 1) {
-      exchange_.reset();
-      ++watch_gen_;
-      beast::error_code ignored;
-      stream_.socket().cancel(ignored);  // ends the close watch (no write is pending now)
-      DoRead();
-    } else if (then == 2) {
-      exchange_.reset();
-      Close();
-    }
-  }
-
-  void Close() {
-    dead_ = true;
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.socket().close(ignored);
-  }
-
-  beast::tcp_stream stream_;
-  HttpServer::Impl* srv_;
-  beast::flat_buffer buf_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  std::shared_ptr<Exchange> exchange_;
-  std::deque<std::string> queue_;
-  size_t queued_bytes_ = 0;  // sum of queue_'s sizes
-  bool writing_ = false, dead_ = false;
-  int after_ = 0;
-  uint64_t watch_gen_ = 0;
-  char peek_ = 0;
-};
-
-void Exchange::Respond(int status, const std::string& content_type, std::string body,
-                       const Headers& extra) {
-  if (done_ || started_) return;
-  done_ = true;
-  on_close_ = nullptr;
-  std::string head = StatusLine(status);
-  head += "Content-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) +
-          "\r\n";
-  for (const auto& [k, v] : extra) head += k + ": " + v + "\r\n";
-  head += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-  s_->Send(head + body, keep_alive_ ? 1 : 2);
-}
-
-void Exchange::StartStream(int status, const std::string& content_type) {
-  if (done_ || started_) return;
-  started_ = true;
-  s_->Send(StatusLine(status) + "Content-Type: " + content_type +
-               "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n" +
-               (keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n"),
-           0);
-}
-
-void Exchange::Write(std::string data) {
-  if (done_ || !started_ || data.empty()) return;
-  char hex[20];
-  std::snprintf(hex, sizeof hex, "%zx\r\n", data.size());
-  s_->Send(std::string(hex) + data + "\r\n", 0);
-}
-
-size_t Exchange::buffered_bytes() const { return s_->queued_bytes(); }
-
-void Exchange::Close() {
-  if (done_ || closed_) return;
-  done_ = closed_ = true;
-  on_close_ = nullptr;
-  s_->Abort();
-}
-
-void Exchange::EndStream() {
-  if (done_ || !started_) return;
-  done_ = true;
-  on_close_ = nullptr;
-  s_->Send("0\r\n\r\n", keep_alive_ ? 1 : 2);
-}
-
-}  // namespace
 
 void HttpServer::Impl::Accept() {
-  acceptor.async_accept([this](beast::error_code ec, tcp::socket sock) {
+  acceptor.async_accept([this](error_code ec, tcp::socket sock) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-    if (!ec) {
-      beast::error_code ignored;
+    if (ec) {
+      OnAcceptError(ec);
+      return;
+    }
+    accept_backoff_ms = 0;
+    try {
+      error_code ignored;
       sock.set_option(tcp::no_delay(true), ignored);  // SSE tokens must not wait for Nagle
-      std::make_shared<Session>(std::move(sock), this)->Start();
-    } else {
-      Log(LogLevel::kWarn, "accept: {}", ec.message());
+      if (opts.max_connections > 0 && n_conn.load() >= opts.max_connections) {
+        Refuse(std::move(sock));
+      } else if (tls) {
+        StartTlsSession(std::move(sock), this);
+      } else {
+        StartPlainSession(std::move(sock), this);
+      }
+    } catch (const std::exception& e) {
+      Log(LogLevel::kWarn, "http: dropping a new connection: {}", e.what());
     }
     Accept();
   });
+}
+
+void HttpServer::Impl::OnAcceptError(const error_code& ec) {
+  const int64_t suppressed = accept_log.Tick();
+  // Per-connection failures (the client reset before we accepted it): accept the next at once.
+  const bool per_connection = ec == asio::error::connection_aborted ||
+                              ec == asio::error::interrupted || ec == asio::error::try_again ||
+                              ec == asio::error::would_block || ec.value() == EPROTO ||
+                              ec.value() == EPERM;
+  if (per_connection) {
+    if (suppressed >= 0)
+      Log(LogLevel::kWarn, "accept: {} ({} more not logged)", ec.message(), suppressed);
+    Accept();
+    return;
+  }
+  // EMFILE, ENFILE, ENOBUFS, ENOMEM and anything unexpected: pause, then try again.
+  accept_backoff_ms = accept_backoff_ms == 0 ? kAcceptBackoffMinMs
+                                             : std::min(accept_backoff_ms * 2, kAcceptBackoffMaxMs);
+  if (suppressed >= 0)
+    Log(LogLevel::kWarn, "accept: {} ({} more not logged); pausing accepts for {} ms", ec.message(),
+        suppressed, accept_backoff_ms);
+  accept_pause.expires_after(std::chrono::milliseconds(accept_backoff_ms));
+  accept_pause.async_wait([this](error_code wait_ec) {
+    if (!wait_ec && acceptor.is_open()) Accept();
+  });
+}
+
+// Bounded work for a connection over the cap: one non-blocking write, one non-blocking read of
+// what the client already sent (so the close is a FIN, not a reset), close.
+void HttpServer::Impl::Refuse(tcp::socket sock) {
+  const int64_t suppressed = refuse_log.Tick();
+  if (suppressed >= 0)
+    Log(LogLevel::kWarn, "http: refusing connections: {} open, max_connections {} ({} more)",
+        n_conn.load(), opts.max_connections, suppressed);
+  error_code ec;
+  sock.non_blocking(true, ec);
+  const std::array<asio::const_buffer, 2> busy = {asio::buffer(kBusyHead.data(), kBusyHead.size()),
+                                                  asio::buffer(kBusyBody.data(), kBusyBody.size())};
+  sock.write_some(busy, ec);
+  char sink[4096];
+  sock.read_some(asio::buffer(sink), ec);
+  sock.shutdown(tcp::socket::shutdown_both, ec);
+  sock.close(ec);
+}
+
+Status HttpServer::Impl::LoadTls() {
+  const bool has_cert = !opts.ssl_certfile.empty(), has_key = !opts.ssl_keyfile.empty();
+  if (!has_cert && !has_key) return Status::Ok();
+  if (!has_cert || !has_key)
+    return Errorf("TLS needs both a certificate file and a key file (got only the {})",
+                  has_cert ? "certificate" : "key");
+  try {
+    auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
+    ctx->set_options(ssl::context::default_workarounds | ssl::context::single_dh_use);
+    if (SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION) != 1)
+      return Errorf("TLS setup failed: cannot require TLS 1.2");
+    error_code ec;
+    ctx->use_certificate_chain_file(opts.ssl_certfile, ec);
+    if (ec) return Errorf("cannot load TLS certificate '{}': {}", opts.ssl_certfile, ec.message());
+    ctx->use_private_key_file(opts.ssl_keyfile, ssl::context::pem, ec);
+    if (ec) return Errorf("cannot load TLS private key '{}': {}", opts.ssl_keyfile, ec.message());
+    if (SSL_CTX_check_private_key(ctx->native_handle()) != 1)
+      return Errorf("TLS private key '{}' does not match certificate '{}'", opts.ssl_keyfile,
+                    opts.ssl_certfile);
+    tls = std::move(ctx);
+  } catch (const std::exception& e) {
+    return Errorf("TLS setup failed: {}", e.what());
+  }
+  return Status::Ok();
 }
 
 HttpServer::HttpServer(HttpServerOptions opts, HttpHandler handler) : impl_(new Impl) {
@@ -342,7 +161,8 @@ HttpServer::HttpServer(HttpServerOptions opts, HttpHandler handler) : impl_(new 
 HttpServer::~HttpServer() = default;
 
 Status HttpServer::Listen() {
-  beast::error_code ec;
+  SHOAL_RETURN_IF_ERROR(impl_->LoadTls());
+  error_code ec;
   const auto addr = asio::ip::make_address(impl_->opts.host, ec);
   if (ec) return Errorf("bad listen address '{}': {}", impl_->opts.host, ec.message());
   const tcp::endpoint ep(addr, static_cast<uint16_t>(impl_->opts.port));
@@ -362,19 +182,32 @@ Status HttpServer::Listen() {
 
 int HttpServer::port() const { return impl_->bound_port; }
 
-void HttpServer::Run() { impl_->ioc.run(); }
+// Completions guard themselves; this catches what still escapes (a Post or After callback),
+// logs it and goes on: one bad callback must not take the process and its streams down.
+void HttpServer::Run() {
+  for (;;) {
+    try {
+      impl_->ioc.run();
+      return;
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, "http: an exception escaped to the io loop (continuing): {}", e.what());
+    } catch (...) {
+      Log(LogLevel::kError, "http: a non-exception escaped to the io loop (continuing)");
+    }
+  }
+}
 
 void HttpServer::Post(std::function<void()> fn) { asio::post(impl_->ioc, std::move(fn)); }
 
 void HttpServer::After(int ms, std::function<void()> fn) {
   auto t = std::make_shared<asio::steady_timer>(impl_->ioc, std::chrono::milliseconds(ms));
-  t->async_wait([t, fn = std::move(fn)](beast::error_code ec) {
+  t->async_wait([t, fn = std::move(fn)](error_code ec) {
     if (!ec) fn();
   });
 }
 
 void HttpServer::OnSignal(std::function<void(int)> fn) {
-  beast::error_code ec;
+  error_code ec;
   impl_->signals.add(SIGTERM, ec);
   impl_->signals.add(SIGINT, ec);
   impl_->on_signal = std::move(fn);
@@ -383,18 +216,21 @@ void HttpServer::OnSignal(std::function<void(int)> fn) {
 
 void HttpServer::StopAccepting() {
   Post([this] {
-    beast::error_code ignored;
+    error_code ignored;
     impl_->acceptor.close(ignored);
+    impl_->accept_pause.cancel();
   });
 }
 
 void HttpServer::Stop() {
   impl_->work.reset();
-  beast::error_code ignored;
+  error_code ignored;
   impl_->signals.cancel(ignored);
   impl_->ioc.stop();
 }
 
 int64_t HttpServer::n_connections() const { return impl_->n_conn.load(); }
+
+int64_t HttpServer::n_handler_exceptions() const { return impl_->n_handler_exceptions.load(); }
 
 }  // namespace shoal::server
