@@ -174,6 +174,50 @@ class ScriptedNode {
   std::vector<std::thread> links_;  // guarded by mu_
 };
 
+// A standby address that either refuses every probe (accepts and hangs up, as a wrong or
+// bogus address behind a firewall would) or answers like a node; counts the probes.
+class FlakyStandby {
+ public:
+  FlakyStandby() {
+    listener_ = std::move(*net::Listener::Listen("127.0.0.1", 0));
+    address_ = "127.0.0.1:" + std::to_string(listener_->port());
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        auto c = listener_->Accept(20);
+        if (!c.ok() || !*c) continue;
+        ++probes_;
+        if (!answer_ || !net::AuthenticateAcceptor(**c, TestKey()).ok()) continue;
+        planner::NodeInfo info;
+        info.name = "flaky";
+        info.address = address_;
+        info.n_threads = 1;
+        info.mem_limit = kNodeMem;
+        info.mem_bw = 10e9;
+        info.matmul_flops = {{DType::kQ4_0, 50e9}};
+        net::Frame join;
+        join.type = net::MsgType::kControl;
+        join.payload = EncodeJoin(planner::NodeInfoToJson(info));
+        (void)(*c)->Send(join);
+        (void)(*c)->Recv(200);  // the probe hangs up once it has read the info
+      }
+    });
+  }
+  ~FlakyStandby() {
+    stop_ = true;
+    thread_.join();
+  }
+  const std::string& address() const { return address_; }
+  int probes() const { return probes_; }
+  void set_answer(bool answer) { answer_ = answer; }
+
+ private:
+  std::unique_ptr<net::Listener> listener_;
+  std::string address_;
+  std::atomic<bool> stop_{false}, answer_{false};
+  std::atomic<int> probes_{0};
+  std::thread thread_;
+};
+
 class FailoverTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -466,6 +510,56 @@ TEST_F(FailoverTest, StandbysAreProbedBetweenFailovers) {
   EXPECT_TRUE(becomes(n3.address(), "alive"));
   EXPECT_EQ(fx->stats().failovers, 0);
   EXPECT_EQ(fx->stats().epoch, 1u);
+}
+
+TEST_F(FailoverTest, JoinsBeyondTheStandbyCapAreRefused) {
+  LiveNode n1(*dir_, "n1");
+  FailoverOptions fo = Options({n1.address()});
+  fo.max_standby = 2;
+  fo.standby_probe_ms = 0;  // no probing: this test is about the list
+  FailoverExecutor* fx = nullptr;
+  auto e = ClusterEngine(fo, &fx);
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(fx->Join("127.0.0.1:1", true).ok());
+  EXPECT_TRUE(fx->Join("127.0.0.1:2", true).ok());
+  const Status over = fx->Join("127.0.0.1:3", true);
+  ASSERT_FALSE(over.ok());
+  EXPECT_THAT(over.message(), HasSubstr("at most 2"));
+  EXPECT_FALSE(fx->Join("127.0.0.1:4", /*standby=*/false).ok());  // a rebalancing join too
+  ASSERT_TRUE(fx->Drain("127.0.0.1:1").ok());                     // room again
+  EXPECT_TRUE(fx->Join("127.0.0.1:3", true).ok());
+  EXPECT_EQ(fx->stats().members.size(), 3u);  // n1 and two standbys
+}
+
+TEST_F(FailoverTest, AStandbyThatDoesNotAnswerIsProbedLessOften) {
+  LiveNode n1(*dir_, "n1");
+  FlakyStandby flaky;
+  FailoverOptions fo = Options({n1.address()}, {flaky.address()});
+  fo.standby_probe_ms = 100;
+  fo.probe_backoff_max_ms = 800;
+  FailoverExecutor* fx = nullptr;
+  auto e = ClusterEngine(fo, &fx);
+  ASSERT_TRUE(e);
+  // 3 s: every 100 ms would be ~30 probes; doubling to 800 ms makes ~7 (0.1, 0.2, 0.4, 0.8...).
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const int missed = flaky.probes();
+  EXPECT_GE(missed, 3);
+  EXPECT_LE(missed, 12);
+  const MemberState* m = Member(fx->stats(), flaky.address());
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->health, "dead");
+  // It answers again: seen within the longest back-off, then probed at the normal rate.
+  flaky.set_answer(true);
+  bool alive = false;
+  for (const auto t0 = Clock::now(); !alive && Seconds(t0) < 5;) {
+    m = Member(fx->stats(), flaky.address());
+    alive = m && m->health == "alive";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(alive);
+  const int before = flaky.probes();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_GE(flaky.probes() - before, 5);  // ~every 100 ms; at the 800 ms back-off it were 2
 }
 
 // AssignLayers itself, against scripted nodes.

@@ -52,17 +52,30 @@ void FailoverExecutor::WatchStandbys() {
   std::unique_lock<std::mutex> lk(mu_);
   while (!watch_cv_.wait_for(lk, std::chrono::milliseconds(opts_.standby_probe_ms),
                              [&] { return closing_; })) {
-    const std::vector<std::string> standby = standby_;
+    // The standbys due now: one that missed its last probes waits out its back-off.
+    std::vector<std::string> due;
+    const double now = Now();
+    for (const std::string& a : standby_)
+      if (backoff_[a].next_s <= now) due.push_back(a);
+    std::erase_if(backoff_, [&](const auto& b) {  // forget nodes that left the standby list
+      return std::find(standby_.begin(), standby_.end(), b.first) == standby_.end();
+    });
     lk.unlock();
     // In parallel, as the failover's probes: a stopped standby holds its probe for `timeout`.
     std::vector<std::thread> probes;
-    for (const std::string& a : standby)
+    for (const std::string& a : due)
       probes.emplace_back([this, a, timeout] {
-        const bool alive = ConnectNode(a, {}, key_, timeout, opts_.cluster.link_cipher)
-                               .ok();  // the link closes at once
+        const bool alive =  // the link closes at once
+            ConnectNode(a, {}, key_, timeout, opts_.cluster.link_cipher).ok();
         std::lock_guard<std::mutex> g(mu_);
-        if (std::find(standby_.begin(), standby_.end(), a) != standby_.end())
-          health_[a] = alive ? "alive" : "dead";
+        if (std::find(standby_.begin(), standby_.end(), a) == standby_.end()) return;
+        health_[a] = alive ? "alive" : "dead";
+        Backoff& b = backoff_[a];
+        b.interval_ms =
+            alive ? 0
+                  : std::min(std::max(b.interval_ms * 2, opts_.standby_probe_ms),
+                             std::max(opts_.probe_backoff_max_ms, opts_.standby_probe_ms));
+        b.next_s = Now() + static_cast<double>(b.interval_ms) / 1e3;
       });
     for (std::thread& t : probes) t.join();
     lk.lock();
@@ -139,6 +152,7 @@ Status FailoverExecutor::TryPlan(uint32_t epoch, bool rebalance,
     std::lock_guard<std::mutex> lk(mu_);
     health_[addr] = l.ok() ? "alive" : "dead";
     if (l.ok()) {
+      backoff_.erase(addr);  // answers: the standby watch probes it at the normal rate
       names_[addr] = l->info.name;
       alive.emplace(addr, std::move(*l));
     }
@@ -274,6 +288,10 @@ Status FailoverExecutor::Join(const std::string& address, bool standby) {
     }
     if (member(active_) || (standby && member(standby_)))
       return Errorf("{} is already a member", address);
+    if (!member(standby_) && standby_.size() >= opts_.max_standby)
+      return Errorf("join of {} refused: {} standby nodes wait already (at most {}); drain some",
+                    address, standby_.size(), opts_.max_standby);
+    backoff_.erase(address);  // joined (again): probed at the normal rate
     if (!member(standby_)) {
       standby_.push_back(address);  // TryPlan works on copies and keeps what joined meanwhile
       health_[address] = "unknown";

@@ -37,6 +37,14 @@ struct FailoverOptions {
   // one short link per standby), so /v1/cluster shows a lost or restarted standby within about
   // a second; 0: only at failovers.
   int64_t standby_probe_ms = 1'000;
+  // A standby that does not answer is probed half as often after each miss, up to this
+  // interval, and every standby_probe_ms again once it answers (or joins again): a list of
+  // dead or bogus addresses costs one short dial each per minute, not each per second.
+  int64_t probe_backoff_max_ms = 60'000;
+  // Standbys (joined nodes waiting outside the plan) at most: a join beyond is refused. 64
+  // covers any spare pool a pipeline of up to n_layer stages needs, and bounds the probes one
+  // caller of the join endpoint can make the coordinator run.
+  size_t max_standby = 64;
 };
 
 // One node as the coordinator sees it.
@@ -145,7 +153,14 @@ class FailoverExecutor final : public Executor {
   std::map<std::string, std::string> names_;   // address -> node name, once known
   std::map<std::string, std::string> health_;  // address -> last probed health
   std::vector<std::string> drained_;           // addresses removed by Drain
-  bool closing_ = false;                       // the standby watch ends
+  // Standby probing back-off per address (probe_backoff_max_ms): its interval now and when
+  // it is probed next (NowSeconds).
+  struct Backoff {
+    int64_t interval_ms = 0;
+    double next_s = 0;
+  };
+  std::map<std::string, Backoff> backoff_;
+  bool closing_ = false;  // the standby watch ends
   std::condition_variable watch_cv_;
   std::thread standby_watch_;  // last: started once everything above exists
 };
