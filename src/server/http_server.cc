@@ -1,10 +1,12 @@
 // HttpServer: the listening socket, accept loop (connection cap, back-off on descriptor
 // exhaustion), TLS context, signals and the io loop; connections live in http_session.cc.
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <exception>
 
 #include "base/log.h"
@@ -29,6 +31,17 @@ static_assert(kBusyBody.size() == 91, "kBusyHead's Content-Length");
 constexpr std::string_view kBusyHead =
     "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
     "Content-Length: 91\r\nRetry-After: 1\r\nConnection: close\r\n\r\n";
+
+// OpenSSL's own words for an ssl error ("asio.ssl error" says nothing).
+std::string TlsError(const error_code& ec) {
+  if (ec.category() != asio::error::get_ssl_category()) return ec.message();
+  const auto e = static_cast<unsigned long>(ec.value());
+  ERR_clear_error();
+  if (ERR_SYSTEM_ERROR(e)) return std::strerror(ERR_GET_REASON(e));  // e.g. ENOENT
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
 
 }  // namespace
 
@@ -140,9 +153,9 @@ Status HttpServer::Impl::LoadTls() {
       return Errorf("TLS setup failed: cannot require TLS 1.2");
     error_code ec;
     ctx->use_certificate_chain_file(opts.ssl_certfile, ec);
-    if (ec) return Errorf("cannot load TLS certificate '{}': {}", opts.ssl_certfile, ec.message());
+    if (ec) return Errorf("cannot load TLS certificate '{}': {}", opts.ssl_certfile, TlsError(ec));
     ctx->use_private_key_file(opts.ssl_keyfile, ssl::context::pem, ec);
-    if (ec) return Errorf("cannot load TLS private key '{}': {}", opts.ssl_keyfile, ec.message());
+    if (ec) return Errorf("cannot load TLS private key '{}': {}", opts.ssl_keyfile, TlsError(ec));
     if (SSL_CTX_check_private_key(ctx->native_handle()) != 1)
       return Errorf("TLS private key '{}' does not match certificate '{}'", opts.ssl_keyfile,
                     opts.ssl_certfile);
