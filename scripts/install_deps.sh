@@ -7,9 +7,10 @@ PKGS=(
   g++ make cmake ninja-build pkg-config git ca-certificates
   libhwy-dev libboost-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libpcre2-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libsimgrid-dev
-  curl python3 iproute2 nftables
+  curl python3 iproute2 nftables clang libclang-rt-14-dev
   "$@"
 )
+# clang and libclang-rt-14-dev (libFuzzer) serve `make test-fuzz`.
 # iproute2 (ip netns, tc) and nftables (loss and partitions) serve tests/netns_test.sh and the
 # chaos suite's network trials, which run where they are root.
 
