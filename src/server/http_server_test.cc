@@ -285,6 +285,51 @@ TEST(HttpServerTest, StreamBackpressureAndDrain) {
   EXPECT_TRUE(ts.WaitConnections(0));
 }
 
+// send_timeout_s: a client that reads nothing is dropped (OnClose runs); one that reads in
+// bursts less than the timeout apart is not, though its stream is pending all along.
+TEST(HttpServerTest, SendTimeoutDropsOnlyAStalledClient) {
+  constexpr size_t kTotal = size_t{512} << 16;  // 32 MiB in 64 KiB pieces, never ended
+  std::atomic<int> closes{0};
+  HttpServerOptions o;
+  o.send_timeout_s = 1;
+  TestServer ts(o, [&](const HttpRequest&, std::shared_ptr<HttpExchange> ex) {
+    ex->OnClose([&] { ++closes; });
+    ex->StartStream(200, "text/event-stream");
+    for (size_t i = 0; i < kTotal >> 16; ++i) ex->Write(std::string(64 << 10, 'f'));
+  });
+  ASSERT_TRUE(ts.status().ok());
+  {  // Bursts of up to 4 MiB every 600 ms for 3 s.
+    Client c(ts.port());
+    ASSERT_TRUE(c.Send(Get("/")));
+    size_t got = 0;
+    for (int i = 0; i < 5; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      std::string buf(1 << 16, '\0');
+      for (size_t burst = 0; burst < (4u << 20);) {
+        const ssize_t n = ::recv(c.fd(), buf.data(), buf.size(), MSG_DONTWAIT);
+        if (n <= 0) break;
+        burst += static_cast<size_t>(n);
+        got += static_cast<size_t>(n);
+      }
+    }
+    EXPECT_GT(got, size_t{4} << 20);
+    EXPECT_LT(got, kTotal);  // the stream was still pending at the end
+    EXPECT_EQ(closes.load(), 0);
+  }  // the client goes: OnClose runs on the failed write
+  ASSERT_TRUE(ts.WaitConnections(0));
+  closes = 0;
+  {  // Stalled: dropped about a second after the socket buffers fill.
+    Client c(ts.port(), 4096);
+    ASSERT_TRUE(c.Send(Get("/")));
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 400 && closes.load() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(closes.load(), 1);
+    EXPECT_LT(SecondsSince(t0), 2.5);
+    EXPECT_TRUE(ts.WaitConnections(0));
+  }
+}
+
 TEST(HttpServerTest, ClosedExchangeDropsItsQueue) {
   std::shared_ptr<HttpExchange> stream;
   TestServer ts({}, [&](const HttpRequest&, std::shared_ptr<HttpExchange> ex) {

@@ -246,15 +246,15 @@ class Session final : public Conn {
   }
 
   // One deadline at a time; Arm replaces it (seconds <= 0: none).
-  void Arm(int seconds, Phase p) {
+  void Arm(int seconds, Phase p) { ArmMs(int64_t{seconds} * 1000, p); }
+  void ArmMs(int64_t ms, Phase p) {
     phase_ = p;
     const uint64_t gen = ++arm_gen_;
-    if (seconds <= 0) {
+    if (ms <= 0) {
       timer_.cancel();
       return;
     }
-    armed_at_ = std::chrono::steady_clock::now();
-    timer_.expires_after(std::chrono::seconds(seconds));
+    timer_.expires_after(std::chrono::milliseconds(ms));
     timer_.async_wait([self = Self(), gen](const error_code& ec) {
       if (ec || gen != self->arm_gen_ || self->dead_) return;
       self->Guard([&] { self->OnTimeout(); });
@@ -274,9 +274,22 @@ class Session final : public Conn {
         Sock().cancel(ignored);
         break;
       }
-      case Phase::kSend:
-        Abort("send timeout: the client stopped reading");
+      case Phase::kSend: {
+        // Armed once per busy period; the window restarts with each write call.
+        if (!writing_) {
+          phase_ = Phase::kNone;
+          break;
+        }
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            write_started_ + std::chrono::seconds(srv_->opts.send_timeout_s) -
+            std::chrono::steady_clock::now());
+        if (left.count() > 0) {
+          ArmMs(left.count() + 1, Phase::kSend);
+        } else {
+          Abort("send timeout: the client stopped reading");
+        }
         break;
+      }
       default:  // handshake, idle keep-alive, linger: nothing to answer
         Close();
         break;
@@ -432,11 +445,11 @@ class Session final : public Conn {
       if (write_bufs_.size() == kMaxWriteBuffers) break;
       write_bufs_.push_back(asio::buffer(s) + (write_bufs_.empty() ? front_off_ : 0));
     }
-    // The send deadline measures progress: re-armed on each write, at most once a second.
-    const int send_s = srv_->opts.send_timeout_s;
-    if (send_s > 0 && (phase_ != Phase::kSend ||
-                       std::chrono::steady_clock::now() - armed_at_ > std::chrono::seconds(1)))
-      Arm(send_s, Phase::kSend);
+    // The send deadline measures progress: each write call must complete within it. The timer
+    // is armed once and re-armed from OnTimeout, not once per write (one per SSE token).
+    write_started_ = std::chrono::steady_clock::now();
+    if (srv_->opts.send_timeout_s > 0 && phase_ != Phase::kSend)
+      Arm(srv_->opts.send_timeout_s, Phase::kSend);
     stream_.async_write_some(write_bufs_, [self = Self()](const error_code& ec, size_t n) {
       self->Guard([&] { self->OnWrite(ec, n); });
     });
@@ -466,8 +479,7 @@ class Session final : public Conn {
       DoWrite();
       return;
     }
-    if (phase_ == Phase::kSend) Disarm();
-    AfterDrain();
+    AfterDrain();  // a kSend deadline left armed expires harmlessly (nothing is writing)
   }
   void AfterDrain() {
     const Then then = after_;
@@ -546,7 +558,7 @@ class Session final : public Conn {
   asio::steady_timer timer_;
   Phase phase_ = Phase::kNone;
   uint64_t arm_gen_ = 0;
-  std::chrono::steady_clock::time_point armed_at_{};
+  std::chrono::steady_clock::time_point write_started_{};
   beast::flat_buffer buf_;
   std::optional<RequestParser> parser_;
   std::shared_ptr<Exchange> exchange_;
