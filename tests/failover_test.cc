@@ -6,9 +6,14 @@
 // is waited for; with every node lost, Unavailable() (the server's 503) says why until a node
 // joins, and serving resumes; a join or Rebalance() re-plans onto every live node; standbys are
 // probed between failovers.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -24,6 +29,7 @@
 #include "dist/wire.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "net/bytes.h"
 #include "planner/model_profile.h"
 
 namespace shoal::dist {
@@ -216,6 +222,91 @@ class FlakyStandby {
   std::atomic<bool> stop_{false}, answer_{false};
   std::atomic<int> probes_{0};
   std::thread thread_;
+};
+
+// A man in the middle on 127.0.0.2 at a node's own port (so the node's target check passes),
+// forwarding to the node on 127.0.0.1 frame by frame. On the first connection it flips the last
+// byte (in the tag) of the node's `flip_at`-th frame to the coordinator; later connections pass
+// unchanged. Skipped by the caller when 127.0.0.2 cannot be bound.
+class TamperRelay {
+ public:
+  TamperRelay(uint16_t port, size_t flip_at) : port_(port), flip_at_(flip_at) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.2", &a.sin_addr);
+    ok_ = bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd_, 16) == 0;
+    if (ok_) thread_ = std::thread([this] { Run(); });
+  }
+  ~TamperRelay() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    std::lock_guard<std::mutex> lk(mu_);
+    for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+    for (std::thread& t : pumps_) t.join();
+    for (int fd : fds_) close(fd);
+    close(fd_);
+  }
+  bool ok() const { return ok_; }
+  std::string address() const { return "127.0.0.2:" + std::to_string(port_); }
+  bool flipped() const { return flipped_; }
+
+ private:
+  void Run() {
+    for (int n = 0; !stop_;) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      const int in = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (in < 0) continue;
+      const int out = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(port_);
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (connect(out, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+        close(in);
+        close(out);
+        continue;
+      }
+      const bool tamper = n++ == 0;
+      std::lock_guard<std::mutex> lk(mu_);
+      fds_.insert(fds_.end(), {in, out});
+      pumps_.emplace_back([this, in, out] { Pump(in, out, false); });
+      pumps_.emplace_back([this, in, out, tamper] { Pump(out, in, tamper); });
+    }
+  }
+  static bool ReadExact(int fd, uint8_t* p, size_t n) {
+    for (ssize_t r; n > 0; p += r, n -= static_cast<size_t>(r))
+      if ((r = recv(fd, p, n, 0)) <= 0) return false;
+    return true;
+  }
+  void Pump(int from, int to, bool tamper) {
+    for (size_t index = 0;; ++index) {
+      std::vector<uint8_t> f(net::kBaseHeaderSize);
+      if (!ReadExact(from, f.data(), f.size())) break;
+      const bool data = net::IsDataType(static_cast<net::MsgType>(f[5]));
+      const size_t rest = (data ? net::kDataHeaderSize : 0) + net::LoadLE32(f.data() + 8);
+      f.resize(f.size() + rest);
+      if (!ReadExact(from, f.data() + net::kBaseHeaderSize, rest)) break;
+      if (tamper && index == flip_at_) {
+        f.back() ^= 0x01;
+        flipped_ = true;
+      }
+      if (send(to, f.data(), f.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(f.size())) break;
+    }
+    shutdown(to, SHUT_WR);
+  }
+
+  uint16_t port_;
+  size_t flip_at_;
+  int fd_ = -1;
+  bool ok_ = false;
+  std::atomic<bool> stop_{false}, flipped_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<int> fds_;            // guarded by mu_
+  std::vector<std::thread> pumps_;  // guarded by mu_
 };
 
 class FailoverTest : public ::testing::Test {
@@ -510,6 +601,30 @@ TEST_F(FailoverTest, StandbysAreProbedBetweenFailovers) {
   EXPECT_TRUE(becomes(n3.address(), "alive"));
   EXPECT_EQ(fx->stats().failovers, 0);
   EXPECT_EQ(fx->stats().epoch, 1u);
+}
+
+TEST_F(FailoverTest, ATamperedFrameFailsTheLinkAndTheStreamReplaysUnchanged) {
+  // n2 is reached through a relay that flips one bit of one frame n2 sends (after the
+  // handshake, ~20 heartbeats in): the coordinator's link fails its integrity check, the
+  // failover replays, and the tokens are the undisturbed run's.
+  LiveNode n1(*dir_, "n1"), n2(*dir_, "n2"), n3(*dir_, "n3");
+  const uint16_t port2 = static_cast<uint16_t>(std::stoi(n2.address().substr(10)));
+  TamperRelay relay(port2, 25);
+  if (!relay.ok()) GTEST_SKIP() << "cannot bind 127.0.0.2:" << port2;
+  FailoverExecutor* fx = nullptr;
+  auto e = ClusterEngine(Options({n1.address(), relay.address()}, {n3.address()}), &fx);
+  ASSERT_TRUE(e);
+  const Tokens got = RunAll(*e, [&](int step) {
+    // Hold the stream until the flipped frame has gone by, so the failure lands mid-stream.
+    for (const auto t0 = Clock::now(); step == kFaultStep && !relay.flipped() && Seconds(t0) < 5;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  EXPECT_TRUE(relay.flipped());
+  EXPECT_EQ(got, *want_);  // no token lost, repeated or changed
+  const FailoverStats s = fx->stats();
+  EXPECT_GE(s.failovers, 1);
+  EXPECT_THAT(s.last_failure, HasSubstr("integrity check failed"));
+  EXPECT_EQ(fx->kv_epoch(), static_cast<uint64_t>(s.failovers));
 }
 
 TEST_F(FailoverTest, JoinsBeyondTheStandbyCapAreRefused) {
