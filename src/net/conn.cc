@@ -86,6 +86,13 @@ uint16_t LocalPort(int fd) {
                                   : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
 }
 
+// The decoder's limit on a sealed link: the payload limit plus the tag (saturating).
+uint32_t WithTag(uint32_t max_payload) {
+  return max_payload > UINT32_MAX - kAeadTagBytes
+             ? UINT32_MAX
+             : max_payload + static_cast<uint32_t>(kAeadTagBytes);
+}
+
 std::string PeerName(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
@@ -319,7 +326,7 @@ void Conn::StartSendCipher(std::unique_ptr<FrameAead> aead) {
 void Conn::StartRecvCipher(std::unique_ptr<FrameAead> aead) {
   std::lock_guard lock(recv_mu_);
   open_ = std::move(aead);
-  decoder_.set_max_payload(recv_max_payload_ + static_cast<uint32_t>(kAeadTagBytes));
+  decoder_.set_max_payload(WithTag(recv_max_payload_));
 }
 
 Status Conn::OpenLocked(Frame* frame) {
@@ -406,8 +413,7 @@ void Conn::Shutdown() {
 void Conn::set_recv_max_payload(uint32_t max_payload) {
   std::lock_guard lock(recv_mu_);
   recv_max_payload_ = max_payload;
-  decoder_.set_max_payload(open_ ? max_payload + static_cast<uint32_t>(kAeadTagBytes)
-                                 : max_payload);
+  decoder_.set_max_payload(open_ ? WithTag(max_payload) : max_payload);
 }
 
 Result<std::unique_ptr<Listener>> Listener::Listen(const std::string& host, uint16_t port,
