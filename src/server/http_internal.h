@@ -13,10 +13,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_set>
 
 #include "server/http.h"
 
 namespace shoal::server {
+
+class HttpConn;  // one connection (http_session.cc)
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -47,6 +50,9 @@ struct HttpServer::Impl {
   asio::steady_timer accept_pause{ioc};
   asio::signal_set signals{ioc};
   asio::executor_work_guard<asio::io_context::executor_type> work{ioc.get_executor()};
+  // Every open connection. This, not its exchange, owns it: a handler may hold an exchange past
+  // the connection and the server, and the connection's Asio objects must go before ioc.
+  std::unordered_set<std::shared_ptr<HttpConn>> conns;
   int bound_port = 0;
   int accept_backoff_ms = 0;
   RateLimitedLog accept_log, refuse_log;

@@ -20,6 +20,23 @@
 #include "server/http_parser.h"
 
 namespace shoal::server {
+
+// What a connection does once its write queue drains.
+enum class Then { kNothing, kNextRequest, kClose };
+
+// What an Exchange needs from its connection (Session<Stream> below).
+class HttpConn : public std::enable_shared_from_this<HttpConn> {
+ public:
+  virtual ~HttpConn() = default;
+  // Queues bytes; once the queue drains, `then` runs (kNothing keeps the exchange open).
+  virtual void Send(std::string data, Then then) = 0;
+  virtual size_t buffered_bytes() const = 0;
+  // The client shut its write side and no pipelined bytes wait: this is its last request.
+  virtual bool last_request() const = 0;
+  // Closes the connection now; the open exchange's OnClose runs.
+  virtual void Abort(std::string_view why) = 0;
+};
+
 namespace {
 
 namespace beast = boost::beast;
@@ -41,9 +58,6 @@ constexpr size_t kLingerMaxBytes = 1 << 20;
 // Queued pieces per write call: 16 SSE chunks of a burst go out in one syscall.
 constexpr size_t kMaxWriteBuffers = 16;
 
-// What a connection does once its write queue drains.
-enum class Then { kNothing, kNextRequest, kClose };
-
 std::string StatusLine(int status) {
   const auto reason = http::obsolete_reason(static_cast<http::status>(status));
   return "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) + "\r\n";
@@ -60,43 +74,35 @@ std::string ErrorJson(std::string_view message, int status) {
          R"(","param":null,"code":null}})";
 }
 
-// What an Exchange needs from its connection (Session<Stream> below).
-class Conn : public std::enable_shared_from_this<Conn> {
- public:
-  virtual ~Conn() = default;
-  // Queues bytes; once the queue drains, `then` runs (kNothing keeps the exchange open).
-  virtual void Send(std::string data, Then then) = 0;
-  virtual size_t buffered_bytes() const = 0;
-  // The client shut its write side and no pipelined bytes wait: this is its last request.
-  virtual bool last_request() const = 0;
-  // Closes the connection now; the open exchange's OnClose runs.
-  virtual void Abort(std::string_view why) = 0;
-};
-
 class Exchange final : public HttpExchange {
  public:
-  Exchange(std::shared_ptr<Conn> c, bool keep_alive) : c_(std::move(c)), keep_alive_(keep_alive) {}
+  Exchange(std::weak_ptr<HttpConn> c, bool keep_alive)
+      : c_(std::move(c)), keep_alive_(keep_alive) {}
 
   void Respond(int status, const std::string& content_type, std::string body,
                const Headers& extra) override {
     if (done_ || started_ || closed_) return;
     Finish();
-    const bool ka = keep_alive_ && !c_->last_request();
+    auto c = c_.lock();
+    if (!c) return;
+    const bool ka = keep_alive_ && !c->last_request();
     std::string head = StatusLine(status);
     head += "Content-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) +
             "\r\n";
     for (const auto& [k, v] : extra) head += k + ": " + v + "\r\n";
     head += ka ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-    c_->Send(head + body, ka ? Then::kNextRequest : Then::kClose);
+    c->Send(head + body, ka ? Then::kNextRequest : Then::kClose);
   }
   void StartStream(int status, const std::string& content_type) override {
     if (done_ || started_ || closed_) return;
     started_ = true;
-    if (c_->last_request()) keep_alive_ = false;
-    c_->Send(StatusLine(status) + "Content-Type: " + content_type +
-                 "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n" +
-                 (keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n"),
-             Then::kNothing);
+    auto c = c_.lock();
+    if (!c) return;
+    if (c->last_request()) keep_alive_ = false;
+    c->Send(StatusLine(status) + "Content-Type: " + content_type +
+                "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n" +
+                (keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n"),
+            Then::kNothing);
   }
   void Write(std::string data) override {
     if (done_ || closed_ || !started_ || data.empty()) return;
@@ -104,22 +110,25 @@ class Exchange final : public HttpExchange {
     std::snprintf(hex, sizeof hex, "%zx\r\n", data.size());
     data.insert(0, hex);
     data += "\r\n";
-    c_->Send(std::move(data), Then::kNothing);
+    if (auto c = c_.lock()) c->Send(std::move(data), Then::kNothing);
   }
   void EndStream() override {
     if (done_ || closed_ || !started_) return;
     Finish();
-    c_->Send("0\r\n\r\n", keep_alive_ ? Then::kNextRequest : Then::kClose);
+    if (auto c = c_.lock()) c->Send("0\r\n\r\n", keep_alive_ ? Then::kNextRequest : Then::kClose);
   }
   void OnClose(std::function<void()> fn) override { on_close_ = std::move(fn); }
   void Close() override {
     if (done_ || closed_) return;
     Finish();
     closed_ = true;
-    c_->Abort("closed by the server");
+    if (auto c = c_.lock()) c->Abort("closed by the server");
   }
-  bool closed() const override { return closed_; }
-  size_t buffered_bytes() const override { return c_->buffered_bytes(); }
+  bool closed() const override { return closed_ || c_.expired(); }
+  size_t buffered_bytes() const override {
+    auto c = c_.lock();
+    return c ? c->buffered_bytes() : 0;
+  }
   void OnDrained(std::function<void()> fn) override { on_drained_ = std::move(fn); }
 
   // The client went away (reset, failed write, timeout) before the exchange finished.
@@ -151,7 +160,7 @@ class Exchange final : public HttpExchange {
       keep_alive_ = false;
       Respond(500, "application/json", ErrorJson("internal server error", 500), {});
     } else {
-      c_->Abort("the handler threw after the stream started");
+      if (auto c = c_.lock()) c->Abort("the handler threw after the stream started");
     }
   }
 
@@ -162,7 +171,7 @@ class Exchange final : public HttpExchange {
     on_drained_ = nullptr;
   }
 
-  std::shared_ptr<Conn> c_;
+  std::weak_ptr<HttpConn> c_;  // gone once the connection closed
   bool keep_alive_;
   bool started_ = false, done_ = false, closed_ = false;
   std::function<void()> on_close_, on_drained_;
@@ -172,7 +181,7 @@ class Exchange final : public HttpExchange {
 enum class Phase { kNone, kHandshake, kIdle, kRequest, kSend, kLinger };
 
 template <class Stream>
-class Session final : public Conn {
+class Session final : public HttpConn {
  public:
   static constexpr bool kTls = !std::is_same_v<Stream, tcp::socket>;
 
@@ -539,6 +548,8 @@ class Session final : public Conn {
   // Idempotent; an open exchange hears OnClose.
   void Close() {
     if (dead_) return;
+    auto keep = Self();  // the registry may hold the last reference
+    srv_->conns.erase(keep);
     dead_ = true;
     ++arm_gen_;
     timer_.cancel();
@@ -577,11 +588,15 @@ class Session final : public Conn {
 }  // namespace
 
 void StartPlainSession(tcp::socket sock, HttpServer::Impl* srv) {
-  std::make_shared<Session<tcp::socket>>(srv, std::move(sock))->Start();
+  auto s = std::make_shared<Session<tcp::socket>>(srv, std::move(sock));
+  srv->conns.insert(s);
+  s->Start();
 }
 
 void StartTlsSession(tcp::socket sock, HttpServer::Impl* srv) {
-  std::make_shared<Session<ssl::stream<tcp::socket>>>(srv, std::move(sock), *srv->tls)->Start();
+  auto s = std::make_shared<Session<ssl::stream<tcp::socket>>>(srv, std::move(sock), *srv->tls);
+  srv->conns.insert(s);
+  s->Start();
 }
 
 }  // namespace shoal::server
