@@ -1,5 +1,5 @@
-// HTTP/1.1 connections: one Session per socket (plain or TLS, one template), the Exchange that
-// a handler answers through, deadlines, write backpressure and the half-close watch.
+// HTTP/1.1 connections: one Session per socket (plain or TLS, one template): request reads
+// with deadlines, the answer's write queue (backpressure), the half-close watch.
 // Nothing escapes: Asio reports error codes, and every completion runs inside Guard().
 // clang-format off
 #include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange without it
@@ -16,26 +16,11 @@
 #include <vector>
 
 #include "base/log.h"
+#include "server/http_exchange.h"
 #include "server/http_internal.h"
 #include "server/http_parser.h"
 
 namespace shoal::server {
-
-// What a connection does once its write queue drains.
-enum class Then { kNothing, kNextRequest, kClose };
-
-// What an Exchange needs from its connection (Session<Stream> below).
-class HttpConn : public std::enable_shared_from_this<HttpConn> {
- public:
-  virtual ~HttpConn() = default;
-  // Queues bytes; once the queue drains, `then` runs (kNothing keeps the exchange open).
-  virtual void Send(std::string data, Then then) = 0;
-  virtual size_t buffered_bytes() const = 0;
-  // The client shut its write side and no pipelined bytes wait: this is its last request.
-  virtual bool last_request() const = 0;
-  // Closes the connection now; the open exchange's OnClose runs.
-  virtual void Abort(std::string_view why) = 0;
-};
 
 namespace {
 
@@ -57,125 +42,6 @@ constexpr int kLingerSeconds = 2;
 constexpr size_t kLingerMaxBytes = 1 << 20;
 // Queued pieces per write call: 16 SSE chunks of a burst go out in one syscall.
 constexpr size_t kMaxWriteBuffers = 16;
-
-std::string StatusLine(int status) {
-  const auto reason = http::obsolete_reason(static_cast<http::status>(status));
-  return "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) + "\r\n";
-}
-
-std::string ErrorJson(std::string_view message, int status) {
-  std::string m;
-  for (char c : message) {
-    if (c == '"' || c == '\\') m += '\\';
-    m += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
-  }
-  const char* type = status >= 500 ? "server_error" : "invalid_request_error";
-  return R"({"error":{"message":")" + m + R"(","type":")" + type +
-         R"(","param":null,"code":null}})";
-}
-
-class Exchange final : public HttpExchange {
- public:
-  Exchange(std::weak_ptr<HttpConn> c, bool keep_alive)
-      : c_(std::move(c)), keep_alive_(keep_alive) {}
-
-  void Respond(int status, const std::string& content_type, std::string body,
-               const Headers& extra) override {
-    if (done_ || started_ || closed_) return;
-    Finish();
-    auto c = c_.lock();
-    if (!c) return;
-    const bool ka = keep_alive_ && !c->last_request();
-    std::string head = StatusLine(status);
-    head += "Content-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) +
-            "\r\n";
-    for (const auto& [k, v] : extra) head += k + ": " + v + "\r\n";
-    head += ka ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-    c->Send(head + body, ka ? Then::kNextRequest : Then::kClose);
-  }
-  void StartStream(int status, const std::string& content_type) override {
-    if (done_ || started_ || closed_) return;
-    started_ = true;
-    auto c = c_.lock();
-    if (!c) return;
-    if (c->last_request()) keep_alive_ = false;
-    c->Send(StatusLine(status) + "Content-Type: " + content_type +
-                "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n" +
-                (keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n"),
-            Then::kNothing);
-  }
-  void Write(std::string data) override {
-    if (done_ || closed_ || !started_ || data.empty()) return;
-    char hex[20];
-    std::snprintf(hex, sizeof hex, "%zx\r\n", data.size());
-    data.insert(0, hex);
-    data += "\r\n";
-    if (auto c = c_.lock()) c->Send(std::move(data), Then::kNothing);
-  }
-  void EndStream() override {
-    if (done_ || closed_ || !started_) return;
-    Finish();
-    if (auto c = c_.lock()) c->Send("0\r\n\r\n", keep_alive_ ? Then::kNextRequest : Then::kClose);
-  }
-  void OnClose(std::function<void()> fn) override { on_close_ = std::move(fn); }
-  void Close() override {
-    if (done_ || closed_) return;
-    Finish();
-    closed_ = true;
-    if (auto c = c_.lock()) c->Abort("closed by the server");
-  }
-  bool closed() const override { return closed_ || c_.expired(); }
-  size_t buffered_bytes() const override {
-    auto c = c_.lock();
-    return c ? c->buffered_bytes() : 0;
-  }
-  void OnDrained(std::function<void()> fn) override { on_drained_ = std::move(fn); }
-
-  // The client went away (reset, failed write, timeout) before the exchange finished.
-  void NotifyClosed() {
-    if (closed_ || done_) return;
-    closed_ = true;
-    on_drained_ = nullptr;
-    if (!on_close_) return;
-    auto fn = std::move(on_close_);
-    on_close_ = nullptr;
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      Log(LogLevel::kWarn, "http: an OnClose callback threw: {}", e.what());
-    } catch (...) {
-      Log(LogLevel::kWarn, "http: an OnClose callback threw a non-exception");
-    }
-  }
-  // The write queue emptied while the exchange is still open (exceptions go to Guard).
-  void NotifyDrained() {
-    if (done_ || closed_ || !on_drained_) return;
-    auto fn = on_drained_;  // a copy: fn may replace itself
-    fn();
-  }
-  // The handler threw: a 500 if nothing was sent yet, else the connection closes.
-  void Fail() {
-    if (done_ || closed_) return;
-    if (!started_) {
-      keep_alive_ = false;
-      Respond(500, "application/json", ErrorJson("internal server error", 500), {});
-    } else {
-      if (auto c = c_.lock()) c->Abort("the handler threw after the stream started");
-    }
-  }
-
- private:
-  void Finish() {
-    done_ = true;
-    on_close_ = nullptr;
-    on_drained_ = nullptr;
-  }
-
-  std::weak_ptr<HttpConn> c_;  // gone once the connection closed
-  bool keep_alive_;
-  bool started_ = false, done_ = false, closed_ = false;
-  std::function<void()> on_close_, on_drained_;
-};
 
 // Which deadline the connection's one timer stands for.
 enum class Phase { kNone, kHandshake, kIdle, kRequest, kSend, kLinger };
@@ -364,7 +230,7 @@ class Session final : public HttpConn {
     HttpRequest req = std::move(parser_->request());
     const bool keep_alive = parser_->keep_alive();
     parser_.reset();
-    auto ex = std::make_shared<Exchange>(Self(), keep_alive);
+    auto ex = std::make_shared<HttpExchangeImpl>(Self(), keep_alive);
     exchange_ = ex;
     WatchClose();
     try {
@@ -441,8 +307,8 @@ class Session final : public HttpConn {
 
   void Reject(int status, const std::string& message) {
     Log(LogLevel::kDebug, "http: answering {}: {}", status, message);
-    const std::string body = ErrorJson(message, status);
-    Send(StatusLine(status) + "Content-Type: application/json\r\nContent-Length: " +
+    const std::string body = HttpErrorJson(message, status);
+    Send(HttpStatusLine(status) + "Content-Type: application/json\r\nContent-Length: " +
              std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body,
          Then::kClose);
   }
@@ -572,7 +438,7 @@ class Session final : public HttpConn {
   std::chrono::steady_clock::time_point write_started_{};
   beast::flat_buffer buf_;
   std::optional<RequestParser> parser_;
-  std::shared_ptr<Exchange> exchange_;
+  std::shared_ptr<HttpExchangeImpl> exchange_;
   std::deque<std::string> queue_;
   std::vector<asio::const_buffer> write_bufs_;
   size_t front_off_ = 0;  // bytes of queue_.front() already written
