@@ -1,4 +1,7 @@
 // `shoal serve`: the OpenAI-compatible HTTP server over one local engine.
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include "dist/cluster_file.h"
 #include "dist/failover_executor.h"
 #include "dist/remote_executor.h"
+#include "net/link_cipher.h"
 #include "io/mapped_file.h"
 #include "planner/model_profile.h"
 #include "server/server.h"
@@ -51,6 +55,7 @@ Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, dist::FailoverO
   co->plan.max_batched_tokens = cfg.max_num_batched_tokens;
   SHOAL_ASSIGN_OR_RETURN(co->plan.link_dtype, planner::ParseLinkDType(link));
   co->swap_blocks = cfg.swap_blocks;
+  SHOAL_ASSIGN_OR_RETURN(co->link_cipher, net::ParseLinkCipher(a.link_cipher));
   co->watch.heartbeat_ms = a.heartbeat_ms;
   co->watch.suspect_ms = a.suspect_ms;
   co->watch.dead_ms = a.dead_ms;
@@ -68,9 +73,27 @@ Result<std::string> ReadKeyFile(const std::string& path, const char* flag) {
   return key;
 }
 
+// Raises the soft descriptor limit toward the hard one so --max-connections can be reached
+// (Debian's soft default of 1024 is below 1024 connections plus the process's own files); a hard
+// limit too low is reported, the server still runs (accept backs off at the limit).
+void RaiseDescriptorLimit(int max_connections) {
+  // 64 descriptors for the model file, logs, node links and the listener.
+  const rlim_t want = static_cast<rlim_t>(max_connections) + 64;
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want) return;
+  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? want : std::min(want, rl.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < want)
+    std::fprintf(stderr,
+                 "shoal serve: the descriptor limit (%llu) is below --max-connections %d + 64; "
+                 "connections past it wait in the backlog\n",
+                 static_cast<unsigned long long>(rl.rlim_cur), max_connections);
+}
+
 }  // namespace
 
 int Serve(const ServeArgs& a) {
+  RaiseDescriptorLimit(a.max_connections);
   server::ServerConfig sc;
   sc.http.host = a.host;
   sc.http.port = a.port;
@@ -338,6 +361,10 @@ void AddServeCommand(CLI::App& app, Runner* runner) {
   CLI::Option* link = cmd->add_option("--link-dtype", a->link_dtype,
                                       "Activations between stages: f32 (bit-exact), f16 or q8_0")
                           ->capture_default_str();
+  cmd->add_option("--link-cipher", a->link_cipher,
+                  "Cipher of every node link after the handshake: aes-256-gcm, or none "
+                  "(INSECURE: for measuring its cost only; every node must use the same)")
+      ->capture_default_str();
   cmd->add_option("--pipeline-groups", a->pipeline_groups,
                   "With --nodes or --cluster: sequence groups whose steps overlap in the "
                   "pipeline (0: one per stage; 1: one step at a time)")
