@@ -120,6 +120,7 @@ Result<LocalNodes> StartNodes(const ClusterUpArgs& a, const std::string& dir, ui
                                      "-t",
                                      std::to_string(a.threads_per_node)};
     if (a.no_measure) argv.push_back("--no-measure");
+    argv.insert(argv.end(), {"--link-cipher", a.serve.link_cipher});
     logs.push_back(dir + "/node" + std::to_string(i) + ".log");
     SHOAL_ASSIGN_OR_RETURN(pid_t pid, group->Spawn(argv, logs.back()));
     pids.push_back(pid);
@@ -271,6 +272,9 @@ void AddClusterCommand(CLI::App& app, Runner* runner) {
       ->capture_default_str();
   up->add_option("--kv-type", a->serve.kv_type, "KV cache type: f16 or f32")->capture_default_str();
   up->add_flag("--no-measure", a->no_measure, "Nodes skip their bandwidth/matmul probe");
+  up->add_option("--link-cipher", a->serve.link_cipher,
+                 "Cipher of every node link: aes-256-gcm, or none (INSECURE, for measuring)")
+      ->capture_default_str();
   up->add_flag("--dry-run", a->serve.dry_run, "Print the plan and stop everything");
   up->callback([a, runner] { *runner = [a] { return ClusterUp(*a); }; });
 }
