@@ -102,7 +102,7 @@ check "shoal status: busy % and tok/s columns" 'grep -q "busy %" "$TMP/status" &
 kill -TERM $CPID; wait $CPID; rc=$?
 check "SIGTERM: cluster up exits 0 and says stopped" '[ $rc -eq 0 ] && grep -q "shoal cluster: stopped" "$TMP/up.log"'
 check "SIGTERM: every node process is gone" 'sleep 0.2; all_gone "$TMP/up.log"'
-KDIR=$(grep -o 'key and logs in [^ ]*' "$TMP/up.log" | cut -d' ' -f5)
+KDIR=$(grep -o 'keys and logs in [^ ]*' "$TMP/up.log" | cut -d' ' -f5)
 check "SIGTERM: the temp dir with the key is removed" '[ -n "$KDIR" ] && [ ! -e "$KDIR" ]'
 
 # Ctrl-C (SIGINT) stops it the same way; --dry-run prints the plan and stops everything.
@@ -124,7 +124,7 @@ wait_http "$TMP/kill.log" $CPID; up=$?
 check "SIGKILL test: 2 nodes and the API were up" '[ $up -eq 0 ] && [ $(node_pids "$TMP/kill.log" | wc -l) -eq 2 ]'
 kill -9 $CPID; wait $CPID 2>/dev/null
 check "SIGKILL: the nodes do not outlive the cluster process" 'sleep 0.5; all_gone "$TMP/kill.log"'
-rm -rf "$(grep -o 'key and logs in [^ ]*' "$TMP/kill.log" | cut -d' ' -f5)"  # left by SIGKILL
+rm -rf "$(grep -o 'keys and logs in [^ ]*' "$TMP/kill.log" | cut -d' ' -f5)"  # left by SIGKILL
 
 # 3. A node that dies is failed over: with --standby 1 the standby takes its place, a request
 # streaming meanwhile completes with the undisturbed tokens, and cluster up keeps serving. Only
