@@ -310,7 +310,7 @@ def node(name, key):
 def greedy(srv, key):
     code, body = srv.request("POST", "/v1/completions",
                              {"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0},
-                             {"Authorization": f"Bearer {key}"}, timeout=120)
+                             {"Authorization": f"Bearer {key}"}, timeout=60)
     try:
         return json.loads(body)["choices"][0]["text"] if code == 200 else f"<{code}>"
     except ValueError:
@@ -351,6 +351,8 @@ def test_relay():
     check("relay: the tampered link was closed for failing its integrity check",
           re.search(r"integrity check failed", logs) is not None,
           logs[-300:])
+    check("relay: the coordinator quarantined the address that kept failing",
+          "sits out of plans" in srv.text(), srv.text()[-300:])
     # A relay on another port: the node refuses the handshake (the proof names the dialed port).
     other = Relay("127.0.0.1", 0, n3.port, tamper=False)
     code, _ = srv.request("POST", "/v1/cluster/join", {"node": f"127.0.0.1:{other.port}"},

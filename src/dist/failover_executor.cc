@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "base/log.h"
@@ -127,6 +128,7 @@ void FailoverExecutor::Install(Cluster cl) {
   stage_stats_ = exec->stage_stats();
   stage_names_ = std::move(names);
   inner_ = std::move(exec);
+  installed_s_ = Now();
 }
 
 Status FailoverExecutor::TryPlan(uint32_t epoch, bool rebalance,
@@ -308,12 +310,47 @@ void FailoverExecutor::Rebalance() {
   Log(LogLevel::kWarn, "rebalance: re-planning over every live node at the next step");
 }
 
+void FailoverExecutor::DampFlaps(const std::vector<std::string>& lost_now) {
+  // 3 plans in a row each lost within 5 s of being made: a healthy node that crashes under
+  // chaos is lost at random times, once; a node behind a tampering relay is lost at its first
+  // step, every plan (1,000 plans a minute without this). Sitting out 30 s, doubling to 10 min,
+  // bounds the replays it causes to a few per round.
+  constexpr double kFlapPlanS = 5.0;
+  constexpr int kFlapLimit = 3;
+  constexpr double kQuarantineS = 30.0, kQuarantineMaxS = 600.0;
+  const double now = Now();
+  for (const std::string& a : lost_now) {
+    Flap& f = flaps_[a];
+    f.short_plans = now - installed_s_ < kFlapPlanS ? f.short_plans + 1 : 1;
+    if (f.short_plans < kFlapLimit) continue;
+    const double wait = std::min(kQuarantineMaxS, kQuarantineS * std::pow(2.0, f.rounds++));
+    f.until_s = now + wait;
+    f.short_plans = 0;
+    Log(LogLevel::kWarn,
+        "failover: {} was lost {} plans in a row within {:.0f} s of each: it sits out of plans "
+        "for {:.0f} s",
+        a, kFlapLimit, kFlapPlanS, wait);
+  }
+}
+
+std::vector<std::string> FailoverExecutor::Quarantined() {
+  std::vector<std::string> out;
+  const double now = Now();
+  for (const auto& [a, f] : flaps_)
+    if (f.until_s > now) {
+      out.push_back(a);
+      health_[a] = "quarantined";
+    }
+  return out;
+}
+
 Status FailoverExecutor::Recover(const Status& why, bool drain, bool rebalance) {
   const bool planned = drain || rebalance;
   const double t0 = Now();
   Log(LogLevel::kWarn, "{}: {}", planned ? "re-plan" : "failover", why.message());
   for (const auto& [seq, rows] : computed_) replay_[seq] = std::max(replay_[seq], rows);
   computed_.clear();
+  std::vector<std::string> quarantined;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (drain) ++stats_.drains;
@@ -322,12 +359,17 @@ Status FailoverExecutor::Recover(const Status& why, bool drain, bool rebalance) 
       ++stats_.failovers;
       stats_.last_failure = why.message();
     }
+    std::vector<std::string> dead;
     if (inner_) {
       const auto states = inner_->LinkStates();
       const auto& infos = inner_->cluster().infos;
-      for (size_t i = 0; i < states.size() && i < infos.size(); ++i)
+      for (size_t i = 0; i < states.size() && i < infos.size(); ++i) {
         health_[infos[i].address] = net::PeerHealthName(states[i].health);
+        if (states[i].health == net::PeerHealth::kDead) dead.push_back(infos[i].address);
+      }
     }
+    if (!planned) DampFlaps(dead);
+    quarantined = Quarantined();
   }
   // Closing the old links tells every node the old plan is over (their late frames carry the
   // old epoch and are dropped).
@@ -340,8 +382,9 @@ Status FailoverExecutor::Recover(const Status& why, bool drain, bool rebalance) 
   std::vector<std::string> lost;
   for (int quick = 0;;) {
     if (stop_) return Errorf("stopped while recovering from: {}", why.message());
-    const std::vector<std::string> skip = std::move(lost);
+    std::vector<std::string> skip = std::move(lost);
     lost.clear();
+    skip.insert(skip.end(), quarantined.begin(), quarantined.end());
     const Status s = TryPlan(++epoch_, rebalance, skip, &lost);
     if (s.ok()) break;
     if (rebalance) {

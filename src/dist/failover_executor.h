@@ -160,6 +160,20 @@ class FailoverExecutor final : public Executor {
     double next_s = 0;
   };
   std::map<std::string, Backoff> backoff_;
+  // Flap damping: a node lost within kFlapPlanS of the plan that placed it, kFlapLimit plans in
+  // a row (a relay whose tampering closes every link at the first frame, a node that crashes on
+  // every assignment), sits out of plans until `until_s`, for a time that doubles each round.
+  struct Flap {
+    int short_plans = 0;  // consecutive plans it was lost from within kFlapPlanS
+    int rounds = 0;       // quarantines so far
+    double until_s = 0;   // NowSeconds() it may be planned again
+  };
+  std::map<std::string, Flap> flaps_;
+  double installed_s_ = 0;  // NowSeconds() of the last Install
+  // Records the nodes a failed plan lost, quarantining flapping ones (mu_ held).
+  void DampFlaps(const std::vector<std::string>& lost_now);
+  // The addresses sitting out of plans now (mu_ held).
+  std::vector<std::string> Quarantined();
   bool closing_ = false;  // the standby watch ends
   std::condition_variable watch_cv_;
   std::thread standby_watch_;  // last: started once everything above exists

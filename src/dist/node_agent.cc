@@ -7,6 +7,7 @@
 #include <deque>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -100,6 +101,8 @@ struct NodeAgent::Impl {
   void CancelDial();
   // Ends the stage's compute thread and downstream link; frees the layers unless keep_layers.
   void DropStage(bool keep_layers);
+  // The link that delivered this plan's work failed: closes the coordinator's link (failover).
+  void FailUpstream(std::optional<uint32_t> work_epoch);
   // With the layers loaded: dials the downstream stage and starts the compute thread.
   Status StartStage(const Assignment& a, const std::shared_ptr<net::Conn>& from, uint64_t ticket);
   void ComputeLoop();
@@ -210,10 +213,12 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
   FrameQueue inbox;  // the coordinator's answers to this link's fetches
   std::vector<std::thread> loaders;
   std::atomic<uint64_t> loading{0};  // ticket of this link's assignment still loading; 0: none
+  std::optional<uint32_t> work_epoch;  // the plan epoch of the last work this link delivered
   while (!stop) {
     auto f = conn->Recv(kRecvPollMs);
     if (!f.ok()) {
       Log(LogLevel::kInfo, "link closed: {}", f.status().message());
+      if (conn->corrupt()) FailUpstream(work_epoch);
       break;
     }
     if (!*f) continue;
@@ -245,6 +250,7 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
             type.ok() ? "unexpected type" : type.status().message());
       }
     } else if (fr.type == net::MsgType::kStepCommand || fr.type == net::MsgType::kActivations) {
+      work_epoch = fr.tag.epoch;
       std::lock_guard<std::mutex> lk(mu);
       work.push_back(std::move(fr));
       cv.notify_one();
@@ -267,6 +273,19 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
   if (t != 0 && assign_ticket.compare_exchange_strong(t, t + 1)) CancelDial();
   for (std::thread& l : loaders) l.join();
   conn->Shutdown();
+}
+
+void NodeAgent::Impl::FailUpstream(std::optional<uint32_t> work_epoch) {
+  // A link failed its integrity check (or carried malformed frames) while this node serves a
+  // plan: if it was the link feeding the stage (the first tampered frame may be its first), a
+  // micro-batch is lost and no one else would notice (the coordinator's links to both stages
+  // stay healthy). Closing the coordinator's link makes it fail over now: this node leaves
+  // the plan and the KV is rebuilt by replay.
+  std::lock_guard<std::mutex> lk(mu);
+  if (!coordinator || work_epoch.value_or(epoch) != epoch) return;  // an older plan's link
+  Log(LogLevel::kWarn, "the link feeding layers [{}, {}) failed at epoch {}: leaving the plan",
+      assigned.first_layer, assigned.last_layer, epoch);
+  coordinator->Shutdown();
 }
 
 Status NodeAgent::Impl::CheckTicket(const Assignment& a, uint64_t ticket) const {

@@ -368,11 +368,15 @@ Result<std::optional<Frame>> Conn::Recv(int64_t timeout_ms) {
       const Status fed =
           decoder_.Feed({read_buf_.data() + buf_begin_, buf_end_ - buf_begin_}, &frames, 1, &used);
       buf_begin_ += used;
-      if (!fed.ok()) return FailRecv(fed.Annotate("receive from " + peer_), LinkState::kFailed);
+      if (!fed.ok()) {
+        corrupt_ = true;
+        return FailRecv(fed.Annotate("receive from " + peer_), LinkState::kFailed);
+      }
       if (!frames.empty()) {
         if (open_) {
           if (Status s = OpenLocked(&frames[0]); !s.ok()) {
             Log(LogLevel::kWarn, "closing the link to {}: {}", peer_, s.message());
+            corrupt_ = true;
             shutdown(fd_, SHUT_RDWR);  // a tampered link carries nothing more, either way
             return FailRecv(s.Annotate("receive from " + peer_), LinkState::kFailed);
           }

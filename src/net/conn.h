@@ -68,6 +68,9 @@ class Conn {
   void Shutdown();
 
   LinkState state() const { return state_.load(); }
+  // The link failed because the peer's bytes were not valid frames or failed their integrity
+  // check (not a socket error): someone changed them, or the peer is broken.
+  bool corrupt() const { return corrupt_.load(); }
   // "addr:port" of the other end, for logs.
   const std::string& peer() const { return peer_; }
   // "host:port" as dialed by Connect ("" for an accepted link): the handshake binds it.
@@ -115,6 +118,7 @@ class Conn {
   size_t buf_begin_ = 0;
   size_t buf_end_ = 0;
   Status recv_error_;
+  std::atomic<bool> corrupt_{false};
 };
 
 // A listening TCP socket.
