@@ -50,7 +50,8 @@ Server::Server(ServerConfig cfg) : cfg_(std::move(cfg)) {
       cfg_.http,
       [this](const HttpRequest& r, std::shared_ptr<HttpExchange> ex) { Handle(r, std::move(ex)); });
   metrics_ = std::make_unique<Metrics>(cfg_.served_model_name);
-  pool_ = std::make_unique<WorkPool>(cfg_.work_threads, cfg_.max_work_queued);
+  pool_ = std::make_unique<WorkPool>(cfg_.work_threads, cfg_.max_work_queued,
+                                     cfg_.max_work_queued_bytes);
   created_ = UnixNow();
 }
 
@@ -180,11 +181,13 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   if (path == "/v1/chat/completions") return HandleGeneration(req, std::move(ex), true);
   if (path == "/tokenize" || path == "/detokenize") {
     const ModelInfo* info = &model_.info;  // fixed once ready; read-only on the work thread
-    return Offload(ex, [this, ex, info, tokenize = path == "/tokenize", body = req.body] {
-      auto r = std::make_shared<RouteReply>(tokenize ? TokenizeReply(body, *info)
-                                                     : DetokenizeReply(body, *info));
-      return std::function<void()>([ex, r] { ex->Respond(r->status, kJson, std::move(r->body)); });
-    });
+    return Offload(ex, req.body.size(),
+                   [this, ex, info, tokenize = path == "/tokenize", body = req.body] {
+                     auto r = std::make_shared<RouteReply>(tokenize ? TokenizeReply(body, *info)
+                                                                    : DetokenizeReply(body, *info));
+                     return std::function<void()>(
+                         [ex, r] { ex->Respond(r->status, kJson, std::move(r->body)); });
+                   });
   }
   if (path == "/v1/cluster") return HandleCluster(std::move(ex));
   if (path == "/v1/cluster/drain" || path == "/v1/cluster/join" || path == "/v1/cluster/rebalance")
@@ -288,7 +291,7 @@ bool Server::Authorized(const std::string& path, const HttpRequest& req, HttpExc
   return true;
 }
 
-void Server::Offload(std::shared_ptr<HttpExchange> ex,
+void Server::Offload(std::shared_ptr<HttpExchange> ex, size_t bytes,
                      std::function<std::function<void()>()> work) {
   auto task = [this, ex, work = std::move(work)] {
     std::function<void()> then;
@@ -302,9 +305,9 @@ void Server::Offload(std::shared_ptr<HttpExchange> ex,
     }
     http_->Post(std::move(then));
   };
-  if (!pool_->TrySubmit(std::move(task))) {
+  if (!pool_->TrySubmit(std::move(task), bytes)) {
     SendError(*ex,
-              ApiError::Busy(std::to_string(cfg_.max_work_queued) +
+              ApiError::Busy(std::to_string(pool_->n_queued()) +
                              " requests are already waiting to be parsed"),
               {{"Retry-After", "1"}});
   }
@@ -312,7 +315,7 @@ void Server::Offload(std::shared_ptr<HttpExchange> ex,
 
 void Server::HandleGeneration(const HttpRequest& req, std::shared_ptr<HttpExchange> ex, bool chat) {
   const ModelInfo* info = &model_.info;  // fixed once ready; read-only on the work thread
-  Offload(ex, [this, ex, info, chat, body = req.body]() -> std::function<void()> {
+  Offload(ex, req.body.size(), [this, ex, info, chat, body = req.body]() -> std::function<void()> {
     auto json = ParseJsonObject(body);
     if (!json.ok()) {
       return [ex, why = json.status().message()] { SendError(*ex, ApiError::BadRequest(why)); };

@@ -38,8 +38,10 @@ struct ServerConfig {
   // Threads for JSON parsing, chat templates and tokenizing, off the io thread. Two keep one
   // 8 MiB tokenize from delaying every other request, without taking cores from the engine.
   int work_threads = 2;
-  // Requests waiting for a work thread; more get 429 at once (bounded memory for bodies).
-  size_t max_work_queued = 256;
+  // Requests waiting for a work thread, and their bodies' bytes; more get 429 at once. 4096
+  // takes a burst of 1,000+ clients at once; 256 MiB bounds the bodies held (32 x 8 MiB).
+  size_t max_work_queued = 4096;
+  size_t max_work_queued_bytes = 256 << 20;
 };
 
 // What the server serves once the model is loaded.
@@ -89,7 +91,8 @@ class Server {
   bool Authorized(const std::string& path, const HttpRequest& req, HttpExchange& ex) const;
   // Runs `work` on a work thread; the continuation it returns runs on the io thread. A task
   // that throws answers 500; a full queue answers 429 at once.
-  void Offload(std::shared_ptr<HttpExchange> ex, std::function<std::function<void()>()> work);
+  void Offload(std::shared_ptr<HttpExchange> ex, size_t bytes,
+               std::function<std::function<void()>()> work);
   void HandleGeneration(const HttpRequest& req, std::shared_ptr<HttpExchange> ex, bool chat);
   // Io thread, after parsing: admission (queue limits) and submission to the engine.
   void SubmitGeneration(std::shared_ptr<GenerationRequest> g, std::shared_ptr<HttpExchange> ex);
