@@ -16,8 +16,8 @@
 #include "dist/cluster_file.h"
 #include "dist/failover_executor.h"
 #include "dist/remote_executor.h"
-#include "net/link_cipher.h"
 #include "io/mapped_file.h"
+#include "net/link_cipher.h"
 #include "planner/model_profile.h"
 #include "server/server.h"
 
@@ -175,8 +175,8 @@ int Serve(const ServeArgs& a) {
   server::Server srv(sc);
   if (Status s = srv.Listen(); !s.ok()) return Fail(s);
   std::fprintf(stderr, "shoal serve: listening on %s://%s:%d (loading %s)\n",
-               a.ssl_certfile.empty() ? "http" : "https", a.host.c_str(),
-               srv.port(), a.model.c_str());
+               a.ssl_certfile.empty() ? "http" : "https", a.host.c_str(), srv.port(),
+               a.model.c_str());
   // The model loads while /health already answers 503.
   Bundle bundle;
   // Set by the loader: stopped after the server drains, so an engine thread waiting for nodes

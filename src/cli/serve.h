@@ -26,7 +26,7 @@ struct ServeArgs {
   // Pipeline over `shoal node` workers: --nodes, or a --cluster TOML file (docs/CLUSTER.md).
   std::string nodes, cluster_file, cluster_key_file, link_dtype = "f32";
   std::string link_cipher = "aes-256-gcm";  // every node link after the handshake
-  bool link_dtype_set = false;  // --link-dtype given: it overrides the cluster file's
+  bool link_dtype_set = false;              // --link-dtype given: it overrides the cluster file's
   bool dry_run = false;
   // Failover (docs/CLUSTER.md): spare nodes, and the failure detection thresholds.
   std::string standby;

@@ -212,7 +212,7 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
   if (!conn->Send(join).ok()) return;
   FrameQueue inbox;  // the coordinator's answers to this link's fetches
   std::vector<std::thread> loaders;
-  std::atomic<uint64_t> loading{0};  // ticket of this link's assignment still loading; 0: none
+  std::atomic<uint64_t> loading{0};    // ticket of this link's assignment still loading; 0: none
   std::optional<uint32_t> work_epoch;  // the plan epoch of the last work this link delivered
   while (!stop) {
     auto f = conn->Recv(kRecvPollMs);

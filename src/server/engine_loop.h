@@ -53,7 +53,7 @@ class EngineLoop {
  private:
   void Run();
   Result<std::vector<TokenEvent>> SafeStep();  // Engine::Step with exceptions as errors
-  void Forget(uint64_t ticket);  // engine thread: drops a request's ticket maps
+  void Forget(uint64_t ticket);                // engine thread: drops a request's ticket maps
 
   std::unique_ptr<Engine> engine_;
   EventsFn on_events_;

@@ -85,9 +85,9 @@ std::optional<ApiError> ParsePrompt(const Json& body, const ModelInfo& model,
                                 ? e.get<uint64_t>() < static_cast<uint64_t>(n_vocab)
                                 : e.get<int64_t>() >= 0 && e.get<int64_t>() < n_vocab;
       if (!in_range)
-        return ApiError::BadRequest("token id " + e.dump() + " is out of range [0, " +
-                                        std::to_string(n_vocab) + ")",
-                                    "prompt");
+        return ApiError::BadRequest(
+            "token id " + e.dump() + " is out of range [0, " + std::to_string(n_vocab) + ")",
+            "prompt");
       ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
     }
     out->prompt_texts.push_back(model.tokenizer->Decode(ids, false));
@@ -190,11 +190,10 @@ std::optional<ApiError> ParseGenerationRequest(const Json& body, bool chat, cons
   }
   if (auto e = sp.Validate(); !e.ok()) return ApiError::BadRequest(e.message());
   if (static_cast<int64_t>(out->prompts.size()) * out->n > kMaxSequencesPerRequest) {
-    return ApiError::BadRequest("prompts x n is " + std::to_string(out->prompts.size()) + " x " +
-                                    std::to_string(out->n) + "; at most " +
-                                    std::to_string(kMaxSequencesPerRequest) +
-                                    " sequences per request",
-                                "n");
+    return ApiError::BadRequest(
+        "prompts x n is " + std::to_string(out->prompts.size()) + " x " + std::to_string(out->n) +
+            "; at most " + std::to_string(kMaxSequencesPerRequest) + " sequences per request",
+        "n");
   }
 
   // The context rule: prompt + max_tokens must fit the model length.
