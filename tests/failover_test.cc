@@ -92,6 +92,21 @@ class LiveNode {
   std::string address_;
 };
 
+// The greeting a node sends first on every link: its NodeInfo with test figures.
+net::Frame JoinFrame(const std::string& name, const std::string& address) {
+  planner::NodeInfo info;
+  info.name = name;
+  info.address = address;
+  info.n_threads = 1;
+  info.mem_limit = kNodeMem;
+  info.mem_bw = 10e9;
+  info.matmul_flops = {{DType::kQ4_0, 50e9}};
+  net::Frame join;
+  join.type = net::MsgType::kControl;
+  join.payload = EncodeJoin(planner::NodeInfoToJson(info));
+  return join;
+}
+
 // A scripted node on a real socket (the behaviour a NodeAgent cannot show in-process): it
 // authenticates and greets like a node and, on its assignment, either goes silent as a
 // SIGSTOPped process does (its sockets stay open, nothing answers, no new link gets past the
@@ -129,17 +144,7 @@ class ScriptedNode {
   }
   void Serve(std::shared_ptr<net::Conn> c) {
     if (!net::AuthenticateAcceptor(*c, TestKey()).ok()) return;
-    planner::NodeInfo info;
-    info.name = "scripted";
-    info.address = address_;
-    info.n_threads = 1;
-    info.mem_limit = kNodeMem;
-    info.mem_bw = 10e9;
-    info.matmul_flops = {{DType::kQ4_0, 50e9}};
-    net::Frame join;
-    join.type = net::MsgType::kControl;
-    join.payload = EncodeJoin(planner::NodeInfoToJson(info));
-    if (!c->Send(join).ok()) return;
+    if (!c->Send(JoinFrame("scripted", address_)).ok()) return;
     std::optional<Clock::time_point> loading;
     while (!stop_) {
       if (frozen_) {
@@ -193,17 +198,7 @@ class FlakyStandby {
         if (!c.ok() || !*c) continue;
         ++probes_;
         if (!answer_ || !net::AuthenticateAcceptor(**c, TestKey()).ok()) continue;
-        planner::NodeInfo info;
-        info.name = "flaky";
-        info.address = address_;
-        info.n_threads = 1;
-        info.mem_limit = kNodeMem;
-        info.mem_bw = 10e9;
-        info.matmul_flops = {{DType::kQ4_0, 50e9}};
-        net::Frame join;
-        join.type = net::MsgType::kControl;
-        join.payload = EncodeJoin(planner::NodeInfoToJson(info));
-        (void)(*c)->Send(join);
+        (void)(*c)->Send(JoinFrame("flaky", address_));
         (void)(*c)->Recv(200);  // the probe hangs up once it has read the info
       }
     });

@@ -261,12 +261,16 @@ void GenerationJob::OnDrained() {
   Hold(false);
 }
 
-bool GenerationJob::DropStalled() {
-  if (done_) return true;
+void GenerationJob::CancelAll() {
   for (uint64_t t : tickets_) ctx_.cancel(t);
   done_ = true;
   ctx_.metrics->RequestFinished("abort");
   ctx_.metrics->ObserveE2e(NowSeconds() - t_start_);
+}
+
+bool GenerationJob::DropStalled() {
+  if (done_) return true;
+  CancelAll();
   ex_->Close();
   return true;
 }
@@ -277,10 +281,7 @@ void GenerationJob::FinishChoice(size_t c, const std::string& reason) {
 
 bool GenerationJob::Abort() {
   if (done_) return true;
-  for (uint64_t t : tickets_) ctx_.cancel(t);
-  done_ = true;
-  ctx_.metrics->RequestFinished("abort");
-  ctx_.metrics->ObserveE2e(NowSeconds() - t_start_);
+  CancelAll();
   if (ex_->closed()) return true;
   if (req_.stream) {
     // The stream ends well-formed: each open choice gets finish_reason "abort", then [DONE].

@@ -69,6 +69,8 @@ class GenerationJob {
   // Pauses the stream when its client lags by more than ctx_.stream_buffer_bytes.
   void CheckBackpressure();
   void Hold(bool held);
+  // Cancels every engine request of the job and counts it as aborted.
+  void CancelAll();
   void EmitChunk(size_t choice, const std::string& text, const std::vector<LogprobEntry>& lps,
                  const std::string& finish);
   void FinishChoice(size_t c, const std::string& reason);

@@ -182,7 +182,7 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   if (path == "/tokenize" || path == "/detokenize") {
     const ModelInfo* info = &model_.info;  // fixed once ready; read-only on the work thread
     return Offload(ex, req.body.size(),
-                   [this, ex, info, tokenize = path == "/tokenize", body = req.body] {
+                   [ex, info, tokenize = path == "/tokenize", body = req.body] {
                      auto r = std::make_shared<RouteReply>(tokenize ? TokenizeReply(body, *info)
                                                                     : DetokenizeReply(body, *info));
                      return std::function<void()>(
