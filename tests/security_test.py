@@ -590,6 +590,23 @@ def test_low():
             timeout=30, shut_wr=True)
     check("low: a half-closed client gets its whole answer",
           status_of(r) == 200 and b'"finish_reason":"length"' in r, r[:200])
+    # Expect: 100-continue (curl sends it for bodies over 1 KiB): a 100 comes before the body.
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    payload = b'{"prompt": "hello there"}'
+    s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+              b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n")
+    s.settimeout(0.5)
+    try:
+        interim = s.recv(4096)
+    except OSError:
+        interim = b""
+    s.settimeout(5)
+    s.sendall(payload)
+    final = s.recv(65536)
+    s.close()
+    check("low: Expect: 100-continue gets '100 Continue' at once, then the answer",
+          interim.startswith(b"HTTP/1.1 100 Continue") and status_of(final) == 200,
+          f"{interim[:40]!r} {final[:40]!r}")
     code, body = srv.request("POST", "/v1/completions", {"prompt": "", "max_tokens": 4})
     check("low: an empty prompt is 400", code == 400 and b"prompt" in body, f"{code} {body[:100]}")
     code, body = srv.request("POST", "/v1/completions",

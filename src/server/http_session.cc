@@ -9,6 +9,7 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/status.hpp>
+#include <cctype>
 #include <cstdio>
 #include <deque>
 #include <optional>
@@ -214,7 +215,38 @@ class Session final : public HttpConn {
     Arm(srv_->opts.header_timeout_s, Phase::kRequest);
     ReadRequest();
   }
+  // Headers first: a client that sent `Expect: 100-continue` (curl does for bodies over 1 KiB)
+  // waits for a 100 before its body, or ~1 s without one; a refusal (e.g. 413) goes out at once.
   void ReadRequest() {
+    http::async_read_header(stream_, buf_, *parser_, [self = Self()](const error_code& ec, size_t) {
+      self->Guard([&] { self->OnHeader(ec); });
+    });
+  }
+  void OnHeader(const error_code& ec) {
+    if (dead_) return;
+    if (ec || parser_->is_done()) {
+      OnRead(ec);
+      return;
+    }
+    std::string expect = parser_->request().Header("expect");
+    for (char& c : expect) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (expect != "100-continue") {
+      ReadBody();
+      return;
+    }
+    static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(stream_, asio::buffer(kContinue, sizeof(kContinue) - 1),
+                      [self = Self()](const error_code& wec, size_t) {
+                        self->Guard([&] {
+                          if (wec) {
+                            self->Close();
+                          } else {
+                            self->ReadBody();
+                          }
+                        });
+                      });
+  }
+  void ReadBody() {
     http::async_read(stream_, buf_, *parser_, [self = Self()](const error_code& ec, size_t) {
       self->Guard([&] { self->OnRead(ec); });
     });
