@@ -23,16 +23,16 @@
 #include <mutex>
 #include <thread>
 
+#include "cluster/failover_executor.h"
+#include "cluster/node_agent.h"
+#include "cluster/wire.h"
 #include "convert/synth.h"
-#include "dist/failover_executor.h"
-#include "dist/node_agent.h"
-#include "dist/wire.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "net/bytes.h"
 #include "planner/model_profile.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 namespace {
 
 using ::testing::HasSubstr;
@@ -711,4 +711,4 @@ TEST_F(FailoverTest, AssignmentFailsSoonWhenTheNodeGoesSilent) {
 }
 
 }  // namespace
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

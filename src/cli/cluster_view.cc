@@ -5,7 +5,7 @@
 
 namespace shoal::cli {
 
-nlohmann::json ClusterJson(const dist::FailoverStats& s) {
+nlohmann::json ClusterJson(const cluster::FailoverStats& s) {
   nlohmann::json stages = nlohmann::json::array();
   for (size_t i = 0; i < s.plan.stages.size(); ++i) {
     const planner::Stage& st = s.plan.stages[i];
@@ -20,7 +20,7 @@ nlohmann::json ClusterJson(const dist::FailoverStats& s) {
                       {"decode_ms_per_token", st.time.decode_s * 1e3}});
   }
   nlohmann::json nodes = nlohmann::json::array();
-  for (const dist::MemberState& m : s.members)
+  for (const cluster::MemberState& m : s.members)
     nodes.push_back(
         {{"name", m.name}, {"address", m.address}, {"role", m.role}, {"state", m.health}});
   nlohmann::json j = {{"mode", "pipeline"},
@@ -41,7 +41,7 @@ nlohmann::json ClusterJson(const dist::FailoverStats& s) {
   return j;
 }
 
-std::string FailoverMetrics(const dist::FailoverStats& s) {
+std::string FailoverMetrics(const cluster::FailoverStats& s) {
   std::string out;
   auto line = [&](const char* name, const char* help, const char* type, double v) {
     char buf[256];
@@ -65,7 +65,7 @@ std::string FailoverMetrics(const dist::FailoverStats& s) {
        s.unavailable.empty() ? 1 : 0);
   out += "# HELP shoal_node_up Node health: 1 alive, 0.5 suspect, 0 dead or unknown.\n";
   out += "# TYPE shoal_node_up gauge\n";
-  for (const dist::MemberState& m : s.members) {
+  for (const cluster::MemberState& m : s.members) {
     const double v = m.health == "alive" ? 1 : m.health == "suspect" ? 0.5 : 0;
     char buf[512];
     std::snprintf(buf, sizeof buf,

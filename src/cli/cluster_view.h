@@ -4,13 +4,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "dist/failover_executor.h"
+#include "cluster/failover_executor.h"
 
 namespace shoal::cli {
 
 // "mode", "link_dtype", "stages", "nodes", "epoch", "failovers", ... (docs/CLUSTER.md).
-nlohmann::json ClusterJson(const dist::FailoverStats& s);
+nlohmann::json ClusterJson(const cluster::FailoverStats& s);
 // Prometheus text: shoal_cluster_epoch, shoal_failovers_total, shoal_node_up{...}, ...
-std::string FailoverMetrics(const dist::FailoverStats& s);
+std::string FailoverMetrics(const cluster::FailoverStats& s);
 
 }  // namespace shoal::cli

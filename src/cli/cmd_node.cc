@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "dist/node_agent.h"
+#include "cluster/node_agent.h"
 #include "io/mapped_file.h"
 #include "loadgen/http_client.h"
 #include "net/conn.h"
@@ -23,7 +23,7 @@ struct NodeArgs {
   bool no_measure = false;
 };
 
-dist::NodeAgent* g_agent = nullptr;
+cluster::NodeAgent* g_agent = nullptr;
 extern "C" void OnStopSignal(int) {
   if (g_agent) g_agent->Stop();  // only sets atomics: async-signal-safe
 }
@@ -31,7 +31,7 @@ extern "C" void OnStopSignal(int) {
 int RunNode(const NodeArgs& a) {
   auto listen = net::ParseHostPort(a.listen);
   if (!listen.ok()) return Fail(listen.status().Annotate("--listen"));
-  dist::NodeOptions o;
+  cluster::NodeOptions o;
   o.host = listen->first;
   o.port = listen->second;
   o.n_threads = ResolveThreads(a.threads);
@@ -54,7 +54,7 @@ int RunNode(const NodeArgs& a) {
   if (a.key_file.empty()) return Fail(Errorf("--cluster-key-file is required"));
   auto key = net::ClusterKey::LoadFile(a.key_file);
   if (!key.ok()) return Fail(key.status());
-  auto agent = dist::NodeAgent::Start(o, std::move(*key));
+  auto agent = cluster::NodeAgent::Start(o, std::move(*key));
   if (!agent.ok()) return Fail(agent.status());
   const planner::NodeInfo& info = (*agent)->info();
   std::fprintf(stderr,

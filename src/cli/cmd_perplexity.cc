@@ -3,7 +3,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "dist/remote_executor.h"
+#include "cluster/remote_executor.h"
 #include "engine/perplexity.h"
 #include "io/mapped_file.h"
 #include "planner/model_profile.h"
@@ -19,7 +19,7 @@ Result<std::unique_ptr<Executor>> ConnectPipeline(const gguf::File& file, const 
                                                   const std::string& link, DType kv, int ctx) {
   if (key_file.empty()) return Errorf("--nodes needs --cluster-key-file");
   SHOAL_ASSIGN_OR_RETURN(net::ClusterKey key, net::ClusterKey::LoadFile(key_file));
-  dist::ClusterOptions co;
+  cluster::ClusterOptions co;
   co.nodes = SplitList(nodes);
   const size_t slash = path.find_last_of('/');
   co.model_file = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -28,12 +28,12 @@ Result<std::unique_ptr<Executor>> ConnectPipeline(const gguf::File& file, const 
   co.plan.max_batched_tokens = ctx;
   co.plan.kv_dtype = kv;
   SHOAL_ASSIGN_OR_RETURN(co.plan.link_dtype, planner::ParseLinkDType(link));
-  SHOAL_ASSIGN_OR_RETURN(dist::Cluster cl, dist::ConnectAndPlan(co, file, key));
+  SHOAL_ASSIGN_OR_RETURN(cluster::Cluster cl, cluster::ConnectAndPlan(co, file, key));
   std::fprintf(stderr, "%s", planner::FormatPlan(cl.plan).c_str());
-  SHOAL_RETURN_IF_ERROR(dist::AssignLayers(cl, co));
+  SHOAL_RETURN_IF_ERROR(cluster::AssignLayers(cl, co));
   SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(file));
   return std::unique_ptr<Executor>(
-      std::make_unique<dist::RemoteExecutor>(std::move(cl), prof.hp.n_vocab, prof.hp.n_embd));
+      std::make_unique<cluster::RemoteExecutor>(std::move(cl), prof.hp.n_vocab, prof.hp.n_embd));
 }
 
 }  // namespace

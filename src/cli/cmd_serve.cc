@@ -13,9 +13,9 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/serve.h"
-#include "dist/cluster_file.h"
-#include "dist/failover_executor.h"
-#include "dist/remote_executor.h"
+#include "cluster/cluster_file.h"
+#include "cluster/failover_executor.h"
+#include "cluster/remote_executor.h"
 #include "io/mapped_file.h"
 #include "net/link_cipher.h"
 #include "planner/model_profile.h"
@@ -25,13 +25,13 @@ namespace shoal::cli {
 namespace {
 
 // The cluster side of `serve --nodes`: the nodes, standbys, key and plan sizes.
-Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, dist::FailoverOptions* fo,
+Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, cluster::FailoverOptions* fo,
                     std::optional<net::ClusterKey>* key) {
-  dist::ClusterOptions* co = &fo->cluster;
+  cluster::ClusterOptions* co = &fo->cluster;
   std::string key_file = a.cluster_key_file, link = a.link_dtype;
   if (!a.cluster_file.empty()) {
     if (!a.nodes.empty()) return Errorf("give --nodes or --cluster, not both");
-    SHOAL_ASSIGN_OR_RETURN(dist::ClusterFile cf, dist::LoadClusterFile(a.cluster_file));
+    SHOAL_ASSIGN_OR_RETURN(cluster::ClusterFile cf, cluster::LoadClusterFile(a.cluster_file));
     co->nodes = std::move(cf.nodes);
     co->overrides = std::move(cf.overrides);
     fo->standby = std::move(cf.standby);
@@ -59,7 +59,7 @@ Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, dist::FailoverO
   co->watch.heartbeat_ms = a.heartbeat_ms;
   co->watch.suspect_ms = a.suspect_ms;
   co->watch.dead_ms = a.dead_ms;
-  return dist::CheckWatchConfig(co->watch);
+  return cluster::CheckWatchConfig(co->watch);
 }
 
 // A key file's text without trailing whitespace; errors name the flag.
@@ -163,10 +163,10 @@ int Serve(const ServeArgs& a) {
     cfg.n_ctx = a.max_model_len > 0
                     ? a.max_model_len
                     : static_cast<int32_t>(prof->hp.n_ctx_train > 0 ? prof->hp.n_ctx_train : 4096);
-    dist::FailoverOptions fo;
+    cluster::FailoverOptions fo;
     std::optional<net::ClusterKey> key;
     if (Status s = ClusterSetup(a, cfg, &fo, &key); !s.ok()) return Fail(s);
-    auto cl = dist::ConnectAndPlan(fo.cluster, *b->file, *key);
+    auto cl = cluster::ConnectAndPlan(fo.cluster, *b->file, *key);
     if (!cl.ok()) return Fail(cl.status());
     std::fprintf(stderr, "%s", planner::FormatPlan(cl->plan).c_str());
     return 0;
@@ -181,7 +181,7 @@ int Serve(const ServeArgs& a) {
   Bundle bundle;
   // Set by the loader: stopped after the server drains, so an engine thread waiting for nodes
   // (nothing fits) gives up and the process exits.
-  std::atomic<dist::FailoverExecutor*> failover{nullptr};
+  std::atomic<cluster::FailoverExecutor*> failover{nullptr};
   std::thread loader([&] {
     const bool local = a.nodes.empty() && a.cluster_file.empty();
     auto b = LoadBundle(a.model, local);
@@ -220,13 +220,13 @@ int Serve(const ServeArgs& a) {
         cfg.swap_blocks = 0;
         cfg.pipeline_groups = 1;
       }
-      dist::FailoverOptions fo;
+      cluster::FailoverOptions fo;
       std::optional<net::ClusterKey> key;
       if (Status s = ClusterSetup(a, cfg, &fo, &key); !s.ok()) return srv.SetFailed(s);
-      auto ex = dist::FailoverExecutor::Create(fo, *bundle.file, *key, hp.n_vocab, hp.n_embd);
+      auto ex = cluster::FailoverExecutor::Create(fo, *bundle.file, *key, hp.n_vocab, hp.n_embd);
       if (!ex.ok()) return srv.SetFailed(ex.status());
-      std::unique_ptr<dist::FailoverExecutor> exec = std::move(*ex);
-      const dist::FailoverStats first = exec->stats();
+      std::unique_ptr<cluster::FailoverExecutor> exec = std::move(*ex);
+      const cluster::FailoverStats first = exec->stats();
       std::fprintf(stderr, "%s", planner::FormatPlan(first.plan).c_str());
       const int32_t blocks = static_cast<int32_t>(planner::KvTokensPerLayer(fo.cluster.plan) /
                                                   fo.cluster.plan.block_size);
@@ -236,7 +236,7 @@ int Serve(const ServeArgs& a) {
       const int32_t groups = cfg.pipeline_groups;
       exec->SetMicroBatches(
           [groups](int32_t stages) { return groups > 1 ? std::max(1, stages / groups) : stages; });
-      dist::FailoverExecutor* fx = exec.get();  // owned by the engine, which outlives m's views
+      cluster::FailoverExecutor* fx = exec.get();  // owned by the engine, which outlives m's views
       failover = fx;
       m.cluster_now = [fx] { return ClusterJson(fx->stats()); };
       m.extra_metrics = [fx] { return FailoverMetrics(fx->stats()); };
@@ -249,12 +249,12 @@ int Serve(const ServeArgs& a) {
       };
       m.stage_metrics = [fx] {
         std::vector<server::StageMetrics> out;
-        const std::vector<dist::StageLoad> loads = fx->StageLoads();
+        const std::vector<cluster::StageLoad> loads = fx->StageLoads();
         const std::vector<std::string> names = fx->StageNames();
         for (size_t i = 0; i < loads.size(); ++i)
           out.push_back({static_cast<int32_t>(i), i < names.size() ? names[i] : "",
                          loads[i].busy_fraction, loads[i].tokens_per_s, loads[i].busy_s_total,
-                         loads[i].tokens_total, dist::StageStats::kWindowS});
+                         loads[i].tokens_total, cluster::StageStats::kWindowS});
         return out;
       };
       m.engine = std::make_unique<Engine>(std::move(exec), cfg, blocks, m.eog);
@@ -286,7 +286,7 @@ int Serve(const ServeArgs& a) {
   });
   const Status s = srv.Run();
   loader.join();
-  if (dist::FailoverExecutor* fx = failover.load()) fx->Stop();
+  if (cluster::FailoverExecutor* fx = failover.load()) fx->Stop();
   if (!s.ok()) return Fail(s);
   std::fprintf(stderr, "shoal serve: stopped\n");
   return 0;

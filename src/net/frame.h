@@ -51,7 +51,7 @@ enum class MsgType : uint8_t {
   // Link management.
   kHeartbeat = 0x10,  // empty, or a body defined by the node agent
   kGoodbye = 0x11,    // string reason; the sender closes after it
-  kControl = 0x12,    // coordinator <-> node control messages (body defined by dist)
+  kControl = 0x12,    // coordinator <-> node control messages (body defined by cluster)
   // Data frames: carry the (request id, plan epoch, step) data header.
   kActivations = 0x40,  // stage -> next stage: hidden states of one micro-batch
   kStepCommand = 0x41,  // coordinator -> stage: run one step

@@ -192,8 +192,8 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
     }
   };
   const double ovh = r->opt.step_overhead_s;
-  // G groups of b_r / G sequences, each group step cut into m_g micro-batches (dist: one
-  // micro-batch per group step once groups fill the pipeline, else stages / groups). A group's
+  // G groups of b_r / G sequences, each group step cut into m_g micro-batches (the cluster runtime:
+  // one micro-batch per group step once groups fill the pipeline, else stages / groups). A group's
   // step fills and drains the pipeline; the G groups' steps overlap, so a round (one token for
   // every sequence) lasts the longer of one group's step and the busiest stage's occupancy.
   const double G = r->groups;

@@ -138,7 +138,7 @@ StepCost Cost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c, 
   const bool last = s.first_layer >= p.n_layer() ||
                     (!s.embed_only && !s.layer_group && s.last_layer >= p.n_layer());
   // The last stage sends the f32 logits of every sampled row to the coordinator, which samples
-  // (dist today): one row per sequence in decode, one per prompt chunk in prefill.
+  // (the cluster runtime today): one row per sequence in decode, one per prompt chunk in prefill.
   const double hop_bytes = last ? 4.0 * static_cast<double>(p.hp.n_vocab) * sampled : row * tokens;
   if (s.embed_only) {
     StepCost e;

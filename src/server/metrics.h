@@ -27,7 +27,7 @@ class Histogram {
   int64_t count_ = 0;
 };
 
-// One pipeline stage's measured load (dist measures it; the CLI hands it over).
+// One pipeline stage's measured load (the cluster runtime measures it; the CLI hands it over).
 struct StageMetrics {
   int32_t stage = 0;
   std::string node;

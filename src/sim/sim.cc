@@ -252,7 +252,7 @@ void EngineLoop(State* s, Replica* rep, std::vector<Lane*> lanes,
   }
 }
 
-// One step in flight per replica (dist::RemoteExecutor): every lane's batch is one micro-batch
+// One step in flight per replica (cluster::RemoteExecutor): every lane's batch is one micro-batch
 // of the step, all enter stage 0 together, each stage computes them in arrival order, and the
 // step ends when the last one's logits are back; then the coordinator's per-step overhead.
 void ReplicaLoop(State* s, Replica* rep, std::vector<Lane*> lanes,

@@ -344,7 +344,7 @@ size_t State::PickCore(size_t who) {
 }
 
 uint64_t State::ReturnBytes(int32_t sampled) const {
-  // dist sends each sampled row's f32 logits back to the coordinator, which samples.
+  // the cluster runtime sends each sampled row's f32 logits back to the coordinator, which samples.
   return 4u * static_cast<uint64_t>(model.hp.n_vocab) * static_cast<uint64_t>(sampled);
 }
 

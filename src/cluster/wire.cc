@@ -1,11 +1,11 @@
 // Encoding and decoding of the pipeline's message bodies (little-endian via net::ByteWriter).
-#include "dist/wire.h"
+#include "cluster/wire.h"
 
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "net/bytes.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 namespace {
 
@@ -315,4 +315,4 @@ Result<std::span<const uint8_t>> SplitStageTimes(std::span<const uint8_t> payloa
   return payload.subspan(0, body);
 }
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -1,5 +1,5 @@
 // Cluster file parsing with toml++ (header-only, exceptions off: errors come back as values).
-#include "dist/cluster_file.h"
+#include "cluster/cluster_file.h"
 
 #include <cctype>
 #include <cmath>
@@ -12,7 +12,7 @@
 
 #include "base/units.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 namespace {
 
@@ -141,4 +141,4 @@ Result<ClusterFile> LoadClusterFile(const std::string& path) {
   return ParseClusterFile(ss.str(), slash == std::string::npos ? "." : path.substr(0, slash), path);
 }
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -1,9 +1,9 @@
 // FrameQueue: a mutex, a condition variable and a deque.
-#include "dist/frame_queue.h"
+#include "cluster/frame_queue.h"
 
 #include <chrono>
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 void FrameQueue::Push(net::Frame f) {
   {
@@ -34,4 +34,4 @@ Result<std::optional<net::Frame>> FrameQueue::Pop(int64_t timeout_ms) {
   return std::optional<net::Frame>();
 }
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -7,7 +7,7 @@
 #include "planner/cost_model.h"
 #include "threading/thread_pool.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 // Touches the KV pool (and swap space), then runs one forward pass of the largest step the
 // config allows: max_batched_tokens rows in min(max_num_seqs, max_batched_tokens) sequences,
@@ -18,4 +18,4 @@ namespace shoal::dist {
 Status WarmUpStage(Model& model, KvStore& kv, KvStore* swap, ThreadPool* pool,
                    const planner::PlanConfig& c);
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -12,7 +12,7 @@
 #include "base/status.h"
 #include "net/frame.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 class FrameQueue {
  public:
@@ -30,4 +30,4 @@ class FrameQueue {
   std::optional<std::string> closed_;
 };
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

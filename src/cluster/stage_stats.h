@@ -9,7 +9,7 @@
 
 #include "base/clock.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 struct StageLoad {
   double busy_fraction = 0;  // compute time / wall time over the window, in [0, 1]
@@ -51,4 +51,4 @@ class StageStats {
   int64_t rows_total_ = 0;
 };
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

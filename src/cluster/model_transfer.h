@@ -15,7 +15,7 @@
 #include "net/bytes.h"
 #include "net/conn.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 // Hash of one tensor: XXH3-64 over (type, ne[0..3], data bytes).
 struct TensorHash {
@@ -75,4 +75,4 @@ Status FetchStageTensors(const ModelManifest& m, const std::string& path, int32_
 Status ServeFetch(const gguf::File& f, const std::string& path, std::span<const uint8_t> payload,
                   net::Conn& node);
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

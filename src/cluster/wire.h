@@ -9,12 +9,12 @@
 
 #include "base/process_memory.h"
 #include "base/status.h"
-#include "dist/model_transfer.h"
+#include "cluster/model_transfer.h"
 #include "model/batch.h"
 #include "planner/cost_model.h"
 #include "sched/scheduler.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 // First byte of a kControl frame's payload.
 enum class ControlType : uint8_t {
@@ -92,4 +92,4 @@ void AppendStageTimes(std::span<const uint32_t> us, std::vector<uint8_t>* out);
 Result<std::span<const uint8_t>> SplitStageTimes(std::span<const uint8_t> payload,
                                                  std::vector<uint32_t>* us);
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

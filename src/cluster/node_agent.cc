@@ -1,5 +1,5 @@
 // NodeAgent: accept loop, one reader thread per link, one compute thread for the stage.
-#include "dist/node_agent.h"
+#include "cluster/node_agent.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "base/log.h"
-#include "dist/frame_queue.h"
-#include "dist/model_transfer.h"
-#include "dist/warmup.h"
-#include "dist/wire.h"
+#include "cluster/frame_queue.h"
+#include "cluster/model_transfer.h"
+#include "cluster/warmup.h"
+#include "cluster/wire.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "net/conn.h"
@@ -24,7 +24,7 @@
 #include "sched/scheduler.h"
 #include "threading/thread_pool.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 namespace {
 
@@ -553,4 +553,4 @@ Status NodeAgent::Impl::RunWork(const net::Frame& f) {
   return downstream->Send(r);
 }
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -19,7 +19,7 @@
 #include "net/conn.h"
 #include "net/heartbeat.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 // Failure detection thresholds (docs/CLUSTER.md, "Failover").
 struct WatchConfig {
@@ -91,4 +91,4 @@ class LinkWatch {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -1,6 +1,6 @@
 // Per-tensor hashes, stage tensor selection, and the fetch of a stage's tensors into a sparse
 // cached GGUF file (node) or out of the coordinator's mmapped model (coordinator).
-#include "dist/model_transfer.h"
+#include "cluster/model_transfer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,9 +16,9 @@
 
 #include "arch/arch.h"
 #include "base/log.h"
-#include "dist/wire.h"
+#include "cluster/wire.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 namespace {
 
@@ -360,4 +360,4 @@ Status ServeFetch(const gguf::File& f, const std::string& path, std::span<const 
   return Status::Ok();
 }
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

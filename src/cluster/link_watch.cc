@@ -1,13 +1,13 @@
 // LinkWatch: a ping-and-read thread per node link.
-#include "dist/link_watch.h"
+#include "cluster/link_watch.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "base/log.h"
-#include "dist/wire.h"
+#include "cluster/wire.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 namespace {
 
@@ -190,4 +190,4 @@ std::string LinkWatch::CheckDead() {
   return why;
 }
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -1,9 +1,9 @@
 // StageStats: a ring of one-second buckets of per-stage compute time and rows.
-#include "dist/stage_stats.h"
+#include "cluster/stage_stats.h"
 
 #include <algorithm>
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 StageStats::StageStats(size_t n_stages, const Clock* clock)
     : n_stages_(n_stages),
@@ -62,4 +62,4 @@ std::vector<StageLoad> StageStats::Snapshot() const {
   return out;
 }
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -9,7 +9,7 @@
 
 #include "base/status.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 // What the coordinator knows of a node beyond what the node reports; 0 / "" = not set.
 struct NodeOverride {
@@ -38,4 +38,4 @@ Result<ClusterFile> LoadClusterFile(const std::string& path);
 // "256M", "1.5G", "512MiB", "1073741824" -> bytes.
 Result<uint64_t> ParseByteSize(std::string_view s);
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

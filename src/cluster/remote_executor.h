@@ -9,17 +9,17 @@
 #include <string>
 #include <vector>
 
-#include "dist/cluster_file.h"
-#include "dist/link_watch.h"
-#include "dist/model_transfer.h"
-#include "dist/stage_stats.h"
+#include "cluster/cluster_file.h"
+#include "cluster/link_watch.h"
+#include "cluster/model_transfer.h"
+#include "cluster/stage_stats.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "net/auth.h"
 #include "net/conn.h"
 #include "planner/plan.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 struct ClusterOptions {
   std::vector<std::string> nodes;       // "host:port", in pipeline order
@@ -123,4 +123,4 @@ class RemoteExecutor final : public Executor {
   std::vector<uint32_t> stage_us_;
 };
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -1,5 +1,5 @@
 // FailoverExecutor: detect (link_watch.h), re-plan over the live nodes, reassign, replay.
-#include "dist/failover_executor.h"
+#include "cluster/failover_executor.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,7 @@
 
 #include "base/log.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 namespace {
 
@@ -535,4 +535,4 @@ std::string FailoverExecutor::Unavailable() const {
   return stats_.unavailable;
 }
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -1,13 +1,13 @@
 // Tests of StageStats (window arithmetic on a FakeClock) and the stage-time wire trailer.
-#include "dist/stage_stats.h"
+#include "cluster/stage_stats.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "dist/wire.h"
+#include "cluster/wire.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 namespace {
 
 constexpr int64_t kS = 1'000'000;
@@ -99,4 +99,4 @@ TEST(StageTimes, RejectsBadTrailers) {
 }
 
 }  // namespace
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "base/process_memory.h"
-#include "dist/remote_executor.h"
+#include "cluster/remote_executor.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 struct FailoverOptions {
   ClusterOptions cluster;                       // nodes: the first plan's, in pipeline order
@@ -179,4 +179,4 @@ class FailoverExecutor final : public Executor {
   std::thread standby_watch_;  // last: started once everything above exists
 };
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -14,7 +14,7 @@
 #include "planner/node_info.h"
 #include "threading/thread_pool.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 struct NodeOptions {
   std::string host = "127.0.0.1";
@@ -79,4 +79,4 @@ std::vector<double> MeasureCoRunSlowdown(const MeasureShape& shape, int cores);
 // Flops/s of one decode query head attending over an F16 cache (planner's flop count).
 double MeasureAttentionFlops(int head_dim);
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -1,13 +1,13 @@
 // Tests of the step-work encoding: chunks with recurrent-state slots, state copies, and hidden
 // rows of several planes (kimi-k3's banked attention-residual inputs) bit-identical over f32.
-#include "dist/wire.h"
+#include "cluster/wire.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-namespace shoal::dist {
+namespace shoal::cluster {
 namespace {
 
 constexpr int64_t kEmbd = 64;
@@ -66,4 +66,4 @@ TEST(Wire, HiddenRowsMustBeWholePlanes) {
 }
 
 }  // namespace
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

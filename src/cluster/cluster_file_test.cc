@@ -1,10 +1,10 @@
 // Tests of the cluster file parser: the documented format, per-node options, and errors that
 // name the line.
-#include "dist/cluster_file.h"
+#include "cluster/cluster_file.h"
 
 #include <gtest/gtest.h>
 
-namespace shoal::dist {
+namespace shoal::cluster {
 namespace {
 
 TEST(ClusterFile, DocumentedExample) {
@@ -107,4 +107,4 @@ TEST(ClusterFile, MissingFile) {
 }
 
 }  // namespace
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

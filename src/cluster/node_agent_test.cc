@@ -1,7 +1,7 @@
 // NodeAgent's accept loop under abuse: a link cap (one more is refused with a GOODBYE) and a
 // process out of descriptors (a forked child with a low RLIMIT_NOFILE), which must back off
 // instead of spinning on EMFILE. Every wait is bounded.
-#include "dist/node_agent.h"
+#include "cluster/node_agent.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -16,7 +16,7 @@
 
 #include "net/conn.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 namespace {
 
 using ::testing::HasSubstr;
@@ -144,4 +144,4 @@ TEST(NodeAgentTest, OutOfDescriptorsBacksOffInsteadOfSpinning) {
 }
 
 }  // namespace
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

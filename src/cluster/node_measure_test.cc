@@ -2,10 +2,10 @@
 // co-running slowdown (real kernels on this machine; figures checked for sense, not speed).
 #include <gtest/gtest.h>
 
-#include "dist/node_agent.h"
+#include "cluster/node_agent.h"
 #include "threading/thread_pool.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 namespace {
 
 // A small layer (1024-wide, FFN 2816): a round is still ~64 MiB, so every figure reads DRAM.
@@ -49,4 +49,4 @@ TEST(NodeMeasure, MeasuresTheRequestedTypesAndTheCoRunSlowdown) {
 }
 
 }  // namespace
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

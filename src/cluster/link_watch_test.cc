@@ -1,6 +1,6 @@
 // LinkWatch over real loopback sockets: answered pings keep a link alive, silence makes it
 // suspect then dead, a closed link is dead at once, and step results are queued per link.
-#include "dist/link_watch.h"
+#include "cluster/link_watch.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-namespace shoal::dist {
+namespace shoal::cluster {
 namespace {
 
 using ::testing::HasSubstr;
@@ -127,4 +127,4 @@ TEST(LinkWatch, NoResultWithinTheTimeoutIsAnError) {
 }
 
 }  // namespace
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/node_agent.h"
+#include "cluster/node_agent.h"
 #include "io/mapped_file.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -18,7 +18,7 @@
 #include "threading/membw.h"
 #include "threading/thread_pool.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 namespace {
 
@@ -282,4 +282,4 @@ planner::NodeInfo MeasureNode(const std::string& name, const std::string& addres
   return n;
 }
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -1,12 +1,12 @@
 // WarmUpStage: one full-size forward pass of a pipeline stage at assignment.
-#include "dist/warmup.h"
+#include "cluster/warmup.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "dist/wire.h"
+#include "cluster/wire.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 Status WarmUpStage(Model& model, KvStore& kv, KvStore* swap, ThreadPool* pool,
                    const planner::PlanConfig& c) {
@@ -58,4 +58,4 @@ Status WarmUpStage(Model& model, KvStore& kv, KvStore* swap, ThreadPool* pool,
   return Status::Ok();
 }
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster

@@ -1,12 +1,12 @@
 // Coordinator side of the pipeline.
-#include "dist/remote_executor.h"
+#include "cluster/remote_executor.h"
 
 #include <thread>
 
-#include "dist/wire.h"
+#include "cluster/wire.h"
 #include "planner/model_profile.h"
 
-namespace shoal::dist {
+namespace shoal::cluster {
 
 namespace {
 
@@ -303,4 +303,4 @@ Status RemoteExecutor::Collect(std::vector<float>* logits) {
   return Status::Ok();
 }
 
-}  // namespace shoal::dist
+}  // namespace shoal::cluster
