@@ -176,8 +176,8 @@ bool Finished(const State* s, double now) {
 // ms where lanes that each stepped on their own gave 299. The lanes share the replica's stages'
 // FIFOs (a node has one compute thread): steps that start together queue at stage 0 and then
 // follow each other down the pipeline.
-void EngineLoop(State* s, Replica* rep, std::vector<Lane*> lanes,
-                const std::vector<sg4::MutexPtr>& fifo) {
+void ReplicaStepLoop(State* s, Replica* rep, std::vector<Lane*> lanes,
+                     const std::vector<sg4::MutexPtr>& fifo) {
   struct Flight {
     size_t lane;
     int64_t epoch;
@@ -354,7 +354,7 @@ Result<SimReport> RunSim(const planner::ModelProfile& model, const planner::Devi
       const std::vector<sg4::MutexPtr>* f = &fifos[&r];
       if (s.plan.groups > 1) {
         sg4::Actor::create("engine", s.coordinator,
-                           [&s, &r, mine, f] { EngineLoop(&s, &r, mine, *f); });
+                           [&s, &r, mine, f] { ReplicaStepLoop(&s, &r, mine, *f); });
       } else {
         sg4::Actor::create("replica", s.coordinator,
                            [&s, &r, mine, f] { ReplicaLoop(&s, &r, mine, *f); });

@@ -122,7 +122,7 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   }
   report.lanes = static_cast<int64_t>(lanes.size());
   auto add = [&](double t, bool queue) {
-    Request q;
+    SimRequest q;
     q.id = static_cast<int64_t>(requests.size());
     q.arrival = t;
     q.tokens.assign(static_cast<size_t>(o.workload.in), 1);
@@ -213,7 +213,7 @@ void State::FailRandomHost(double now) {
   for (Lane& L : lanes)
     if (L.rep == &r)
       for (int64_t id : L.live) {
-        Request& q = requests[static_cast<size_t>(id)];
+        SimRequest& q = requests[static_cast<size_t>(id)];
         if (q.affected_at < 0) q.affected_at = now;
       }
   ++r.epoch;  // every in-flight step of the replica is void
@@ -239,7 +239,7 @@ void State::FailRandomHost(double now) {
 
 void Lane::Admit(State* s, double now) {
   auto add = [&](int64_t id) {
-    Request& q = s->requests[static_cast<size_t>(id)];
+    SimRequest& q = s->requests[static_cast<size_t>(id)];
     if (!sched->Add(id, q.tokens).ok()) return;
     live.push_back(id);
   };
@@ -265,7 +265,7 @@ void Lane::LoseKv(State* s) {
   // and re-add them: the scheduler recomputes prompt + generated tokens as a prefill and the
   // next sampled token continues the sequence (DESIGN.md, failover).
   for (int64_t id : live) {
-    Request& q = s->requests[static_cast<size_t>(id)];
+    SimRequest& q = s->requests[static_cast<size_t>(id)];
     if (sched->Has(id)) {
       if (sched->Tokens(id).size() != q.tokens.size()) ++s->report.tokens_lost;
       sched->Finish(id);
@@ -289,7 +289,7 @@ void Lane::Complete(State* s, const StepPlan& plan, double now) {
   for (const ScheduledChunk& c : plan.chunks) {
     if (c.n > 1 || !c.samples) s->report.prompt_tokens += c.n;  // prompt (or recomputed) rows
     if (!c.samples) continue;
-    Request& q = s->requests[static_cast<size_t>(c.seq_id)];
+    SimRequest& q = s->requests[static_cast<size_t>(c.seq_id)];
     if (q.generated >= s->opt.workload.out) {
       ++s->report.tokens_duplicated;
       continue;
@@ -319,7 +319,7 @@ void Lane::Complete(State* s, const StepPlan& plan, double now) {
 void Lane::Release(State* s, double now) {
   const int64_t cap = s->opt.workload.requests;
   if (!s->report.closed || (cap > 0 && static_cast<int64_t>(s->requests.size()) >= cap)) return;
-  Request q;
+  SimRequest q;
   q.id = static_cast<int64_t>(s->requests.size());
   // The client hears of the last token and sends its next request: that request reaches the
   // engine after it has started its next steps, as on `shoal serve`.
@@ -351,7 +351,7 @@ uint64_t State::ReturnBytes(int32_t sampled) const {
 void State::Finalize() {
   report.requests_arrived = static_cast<int64_t>(requests.size());
   std::vector<double> ttft, tpot, e2e;
-  for (const Request& q : requests) {
+  for (const SimRequest& q : requests) {
     if (q.first_token >= 0) ttft.push_back(q.first_token - q.arrival);
     if (q.done >= 0) {
       e2e.push_back(q.done - q.arrival);

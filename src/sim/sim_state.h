@@ -24,7 +24,8 @@ namespace shoal::sim {
 // SimGrid's doubles well inside their precision for microsecond steps).
 inline constexpr double kHostSpeed = 1e9;
 
-struct Request {
+// One simulated client request: arrival, first token, completion (the engine's is shoal::Request).
+struct SimRequest {
   int64_t id = 0;
   double arrival = 0, first_token = -1, done = -1;
   double affected_at = -1;  // a failure voided its KV here; the next token ends the recovery
@@ -72,7 +73,7 @@ struct State {
   planner::CapacityReport plan;
   std::vector<planner::StageSpec> stages;
   uint64_t row_bytes = 0;
-  std::vector<Request> requests;
+  std::vector<SimRequest> requests;
   std::deque<int64_t> orphans;  // requests of retired replicas, waiting for another lane
   std::vector<Replica> replicas;
   std::deque<Lane> lanes;
