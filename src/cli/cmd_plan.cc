@@ -7,8 +7,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cluster/node_agent.h"
 #include "io/mapped_file.h"
+#include "measure/node_measure.h"
 #include "planner/capacity.h"
 #include "planner/presets.h"
 
@@ -55,7 +55,7 @@ Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads,
     // matmul and attention speed) at the model's shapes; a node may use 80% of the memory
     // available now.
     const HParams& hp = model.hp;
-    cluster::MeasureShape shape;  // a width the model leaves 0 keeps its default
+    measure::MeasureShape shape;  // a width the model leaves 0 keeps its default
     const int64_t ff = hp.n_ff > 0 ? hp.n_ff : hp.n_ff_exp;
     if (hp.head_dim_k > 0) shape.head_dim = static_cast<int>(hp.head_dim_k);
     if (hp.n_embd > 0) shape.n_embd = hp.n_embd;
@@ -73,9 +73,9 @@ Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads,
     planner::DevicePreset d;
     d.name = "local";
     d.description = "this machine (measured)";
-    d.node = cluster::MeasureNode("local", "", mem, ResolveThreads(threads), shape);
+    d.node = measure::MeasureNode("local", "", mem, ResolveThreads(threads), shape);
     // Stages started on this one machine (`cluster up`) share its memory bus.
-    d.node.corun_slowdown = cluster::MeasureCoRunSlowdown(shape, HardwareThreads());
+    d.node.corun_slowdown = measure::MeasureCoRunSlowdown(shape, HardwareThreads());
     d.mem_total = mem;
     for (const auto& [t, f] : d.node.matmul_flops) d.peak_flops = std::max(d.peak_flops, f);
     return d;

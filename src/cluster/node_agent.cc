@@ -17,6 +17,7 @@
 #include "cluster/warmup.h"
 #include "cluster/wire.h"
 #include "gguf/gguf.h"
+#include "measure/node_measure.h"
 #include "model/model.h"
 #include "net/conn.h"
 #include "planner/cost_model.h"
@@ -118,7 +119,7 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(const NodeOptions& opts, net
   const std::string addr = opts.host + ":" + std::to_string(m.listener->port());
   const std::string name = opts.name.empty() ? addr : opts.name;
   if (opts.measure) {
-    m.info = MeasureNode(name, addr, opts.mem_limit, opts.n_threads);
+    m.info = measure::MeasureNode(name, addr, opts.mem_limit, opts.n_threads);
   } else {
     m.info.name = name;
     m.info.address = addr;

@@ -1,11 +1,12 @@
 // Tests of the node's self-measurement at a model's shapes: per-type weight streaming and the
 // co-running slowdown (real kernels on this machine; figures checked for sense, not speed).
+#include "measure/node_measure.h"
+
 #include <gtest/gtest.h>
 
-#include "cluster/node_agent.h"
 #include "threading/thread_pool.h"
 
-namespace shoal::cluster {
+namespace shoal::measure {
 namespace {
 
 // A small layer (1024-wide, FFN 2816): a round is still ~64 MiB, so every figure reads DRAM.
@@ -49,4 +50,4 @@ TEST(NodeMeasure, MeasuresTheRequestedTypesAndTheCoRunSlowdown) {
 }
 
 }  // namespace
-}  // namespace shoal::cluster
+}  // namespace shoal::measure

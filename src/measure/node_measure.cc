@@ -1,6 +1,8 @@
 // MeasureNode: what a node reports to the planner: STREAM-triad bandwidth, the rate decode
 // streams weights through the matmul kernels, matmul speed per weight type, and the speed of
 // the cached-attention kernel.
+#include "measure/node_measure.h"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/node_agent.h"
 #include "io/mapped_file.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -18,7 +19,7 @@
 #include "threading/membw.h"
 #include "threading/thread_pool.h"
 
-namespace shoal::cluster {
+namespace shoal::measure {
 
 namespace {
 
@@ -282,4 +283,4 @@ planner::NodeInfo MeasureNode(const std::string& name, const std::string& addres
   return n;
 }
 
-}  // namespace shoal::cluster
+}  // namespace shoal::measure
