@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "engine/engine.h"
-#include "sampling/stop_checker.h"
+#include "engine/text_stream.h"
 #include "tokenizer/chat_template.h"
 
 namespace shoal::cli {
@@ -69,8 +69,8 @@ int Run(const RunArgs& a, bool p_set, bool f_set) {
   if (!id.ok()) return Fail(id.status());
   const double t_load = NowSeconds() - t_load0;
 
-  StopChecker stop(req.sampling, eog);
-  StreamingDetokenizer detok(*b.tokenizer);
+  // A terminal takes the bytes as they are; the JSON output must be valid UTF-8.
+  TextStream stream(*b.tokenizer, req.sampling, eog, /*replace_invalid=*/a.json);
   std::vector<int32_t> ids;
   std::string out_text;
   const double t0 = NowSeconds();
@@ -82,22 +82,14 @@ int Run(const RunArgs& a, bool p_set, bool f_set) {
     for (const TokenEvent& e : *events) {
       if (ids.empty()) t_first = NowSeconds();
       ids.push_back(e.token);
-      StopUpdate u = stop.Add(e.token, detok.Push(e.token));
-      if (e.finish != FinishReason::kNone && u.reason == StopReason::kNone) {
-        u.emit += detok.Flush();
-        u.emit += stop.Flush();
-      }
-      out_text += u.emit;
+      const TextUpdate u = stream.Push(e.token, e.finish);
+      out_text += u.text;
       if (!a.json) {
-        std::fwrite(u.emit.data(), 1, u.emit.size(), stdout);
+        std::fwrite(u.text.data(), 1, u.text.size(), stdout);
         std::fflush(stdout);
       }
-      if (u.reason != StopReason::kNone) {
-        finish = std::string(StopReasonName(u.reason));
-        (*engine)->Cancel(e.id);
-      } else if (e.finish == FinishReason::kEos) {
-        finish = "stop";
-      }
+      if (!u.finish.empty()) finish = u.finish;
+      if (stream.stopped() && e.finish == FinishReason::kNone) (*engine)->Cancel(e.id);
     }
   }
   const double t_end = NowSeconds();

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "base/clock.h"
-#include "sampling/stop_checker.h"
+#include "engine/text_stream.h"
 
 namespace shoal::server {
 
@@ -25,20 +25,6 @@ int64_t UnixSeconds() {
       .count();
 }
 
-std::string FinishName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kEos:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kCancelled:
-      return "abort";
-    case FinishReason::kNone:
-      break;
-  }
-  return "";
-}
-
 Json BytesOf(const std::string& s) {
   Json b = Json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -49,9 +35,8 @@ Json BytesOf(const std::string& s) {
 
 struct GenerationJob::Choice {
   Choice(const Tokenizer& tok, const SamplingParams& sp, std::vector<int32_t> eog)
-      : detok(tok, false, true), stop(sp, std::move(eog)) {}
-  StreamingDetokenizer detok;
-  StopChecker stop;
+      : stream(tok, sp, std::move(eog), /*replace_invalid=*/true) {}  // JSON needs valid UTF-8
+  TextStream stream;
   std::string text;    // emitted so far (non-stream: the whole answer)
   std::string finish;  // "" while generating
   int64_t n_tokens = 0;
@@ -201,23 +186,15 @@ bool GenerationJob::OnEvent(const LoopEvent& e) {
   std::vector<LogprobEntry> lps;
   if (req_.logprobs >= 0)
     lps.push_back(LogprobEntry{e.token.token, e.token.logprob, e.token.top_logprobs});
-  StopUpdate u = ch.stop.Add(e.token.token, ch.detok.Push(e.token.token));
-  std::string finish;
-  if (u.reason != StopReason::kNone) {
-    finish = std::string(StopReasonName(u.reason));
-  } else if (e.token.finish != FinishReason::kNone) {
-    u.emit += ch.stop.AddText(ch.detok.Flush()).emit;
-    if (!ch.stop.stopped()) u.emit += ch.stop.Flush();
-    finish = ch.stop.stopped() ? std::string(StopReasonName(ch.stop.reason()))
-                               : FinishName(e.token.finish);
-  }
+  TextUpdate u = ch.stream.Push(e.token.token, e.token.finish);
+  const std::string& finish = u.finish;
   StartStreamIfNeeded();
   if (req_.stream) {
-    if (!u.emit.empty() || !lps.empty() || !finish.empty()) EmitChunk(c, u.emit, lps, finish);
+    if (!u.text.empty() || !lps.empty() || !finish.empty()) EmitChunk(c, u.text, lps, finish);
   } else {
     for (auto& l : lps) ch.lps.push_back(std::move(l));
   }
-  ch.text += u.emit;
+  ch.text += u.text;
   if (!finish.empty()) {
     FinishChoice(c, finish);
     // A stop string ends this choice before the engine knows: free its sequence at once (the

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "base/test_support.h"
+#include "engine/text_stream.h"
 #include "gguf/gguf.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -150,6 +151,35 @@ TEST_F(RequestTest, EmptyPromptHugeIdsAndTooManySequencesAre400) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->param, "n");
   EXPECT_FALSE(Parse(R"({"n": 16, "max_tokens": 1, "prompt": ["a", "b"]})", false, &g));
+}
+
+// The one output stream of `shoal run` and `shoal serve`: all text at the engine's last token,
+// a stop string spread over tokens cut with nothing of it shown, and nothing after a stop.
+TEST_F(RequestTest, TextStreamEmitsTheTextAndCutsStopStrings) {
+  const std::vector<int32_t> ids = tok_->Encode("Once upon a time there was a girl", false, true);
+  ASSERT_GE(ids.size(), 4u);
+  SamplingParams sp;
+  std::string all;
+  TextStream plain(*tok_, sp, {}, true);
+  TextUpdate u;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    u = plain.Push(ids[i], i + 1 == ids.size() ? FinishReason::kLength : FinishReason::kNone);
+    all += u.text;
+    if (i + 1 < ids.size()) EXPECT_EQ(u.finish, "");
+  }
+  EXPECT_EQ(u.finish, "length");
+  EXPECT_EQ(all, tok_->Decode(ids, false));
+  sp.stop = {"a time"};
+  TextStream cut(*tok_, sp, {}, true);
+  std::string shown, finish;
+  for (int32_t id : ids) {
+    const TextUpdate v = cut.Push(id, FinishReason::kNone);
+    shown += v.text;
+    if (finish.empty()) finish = v.finish;
+  }
+  EXPECT_TRUE(cut.stopped());
+  EXPECT_EQ(finish, "stop");
+  EXPECT_EQ(shown, "Once upon ");
 }
 
 TEST_F(RequestTest, ChatMessagesUseTheTemplate) {
