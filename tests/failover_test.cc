@@ -26,9 +26,9 @@
 #include "cluster/failover_executor.h"
 #include "cluster/node_agent.h"
 #include "cluster/wire.h"
-#include "convert/synth.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "modelgen/synth.h"
 #include "net/bytes.h"
 #include "planner/model_profile.h"
 

@@ -7,10 +7,10 @@
 
 #include "base/process_memory.h"
 #include "base/test_support.h"
-#include "convert/synth.h"
 #include "golden_util.h"
 #include "kernels/matmul.h"
 #include "model/model.h"
+#include "modelgen/synth.h"
 
 namespace shoal::testing {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "convert/quantize.h"
+#include "modelgen/quantize.h"
 
 namespace shoal::cli {
 

@@ -3,7 +3,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "convert/synth.h"
+#include "modelgen/synth.h"
 
 namespace shoal::cli {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/synth.h"
+#include "modelgen/synth.h"
 #include "planner/model_profile.h"
 #include "planner/node_info.h"
 

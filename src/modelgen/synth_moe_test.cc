@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "base/test_support.h"
-#include "convert/synth.h"
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
+#include "modelgen/synth.h"
 
 namespace shoal {
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "base/test_support.h"
-#include "convert/synth.h"
 #include "gguf/gguf.h"
+#include "modelgen/synth.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shoal {

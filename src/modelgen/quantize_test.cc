@@ -1,5 +1,5 @@
 // Tests of QuantizeModel against llama-quantize's own output files.
-#include "convert/quantize.h"
+#include "modelgen/quantize.h"
 
 #include <gtest/gtest.h>
 

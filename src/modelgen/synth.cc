@@ -1,6 +1,6 @@
 // SynthesizeModel: random weights (llama or a MoE preset), quantized row by row in parallel,
 // written as GGUF v3.
-#include "convert/synth.h"
+#include "modelgen/synth.h"
 
 #include <fmt/format.h>
 #include <sys/mman.h>

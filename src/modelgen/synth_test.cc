@@ -1,5 +1,5 @@
 // Tests for the random-weight model synthesizer and its SPM vocabulary.
-#include "convert/synth.h"
+#include "modelgen/synth.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -255,7 +255,7 @@ INSTANTIATE_TEST_SUITE_P(Sizes, SynthVocabSizeTest,
                          ::testing::Values(kSynthVocabMin, 512, 4096, 32000, 150000));
 
 // Timing of the real 1b preset (about 1.1e9 parameters): run with
-//   convert_test --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_Time1b*'
+//   modelgen_test --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_Time1b*'
 // Set SHOAL_SYNTH_TYPES=f32,f16,q8_0,q4_0 to choose the types (default q4_0).
 TEST(SynthTest, DISABLED_Time1b) {
   TempDir dir;

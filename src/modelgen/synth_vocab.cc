@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "convert/synth.h"
+#include "modelgen/synth.h"
 
 namespace shoal {
 namespace {

@@ -1,6 +1,6 @@
 // Requantizing a GGUF model: llama.cpp's per-tensor type rules for each mix, then row-parallel
 // dequantize-to-F32 and reference quantization.
-#include "convert/quantize.h"
+#include "modelgen/quantize.h"
 
 #include <algorithm>
 #include <cctype>

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <vector>
 
-#include "convert/synth.h"
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
+#include "modelgen/synth.h"
 
 namespace shoal {
 namespace {
