@@ -1,5 +1,4 @@
 // `shoal node`: a pipeline worker that serves the layers a coordinator assigns it.
-#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -8,7 +7,6 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cluster/node_agent.h"
-#include "io/mapped_file.h"
 #include "loadgen/http_client.h"
 #include "net/conn.h"
 
@@ -89,11 +87,9 @@ int RunDrain(const DrainArgs& d) {
   const char* path = d.op == Op::kDrain  ? "/v1/cluster/drain"
                      : d.op == Op::kJoin ? "/v1/cluster/join"
                                          : "/v1/cluster/rebalance";
-  auto key = ReadFileToString(d.admin_key_file);
-  if (!key.ok()) return Fail(key.status().Annotate("--admin-key-file"));
-  std::string admin = *key;
-  while (!admin.empty() && std::isspace(static_cast<unsigned char>(admin.back()))) admin.pop_back();
-  auto r = loadgen::HttpPost(*target, path, body.dump(), admin, 10.0);
+  auto admin = ReadKeyFile(d.admin_key_file, "--admin-key-file");
+  if (!admin.ok()) return Fail(admin.status());
+  auto r = loadgen::HttpPost(*target, path, body.dump(), *admin, 10.0);
   if (!r.ok()) return Fail(r.status());
   if (d.op == Op::kDrain)
     std::printf("%s: draining (the cluster re-plans without it at its next step)\n",

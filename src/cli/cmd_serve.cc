@@ -1,6 +1,4 @@
 // `shoal serve`: the OpenAI-compatible HTTP server over one local engine.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -62,38 +60,9 @@ Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, cluster::Failov
   return cluster::CheckWatchConfig(co->watch);
 }
 
-// A key file's text without trailing whitespace; errors name the flag.
-Result<std::string> ReadKeyFile(const std::string& path, const char* flag) {
-  auto k = ReadFileToString(path);
-  if (!k.ok()) return k.status().Annotate(flag);
-  std::string key = *k;
-  while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' '))
-    key.pop_back();
-  if (key.empty()) return Errorf("{} {} is empty", flag, path);
-  return key;
-}
-
-// Raises the soft descriptor limit toward the hard one so --max-connections can be reached
-// (Debian's soft default of 1024 is below 1024 connections plus the process's own files); a hard
-// limit too low is reported, the server still runs (accept backs off at the limit).
-void RaiseDescriptorLimit(int max_connections) {
-  // 64 descriptors for the model file, logs, node links and the listener.
-  const rlim_t want = static_cast<rlim_t>(max_connections) + 64;
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want) return;
-  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? want : std::min(want, rl.rlim_max);
-  setrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < want)
-    std::fprintf(stderr,
-                 "shoal serve: the descriptor limit (%llu) is below --max-connections %d + 64; "
-                 "connections past it wait in the backlog\n",
-                 static_cast<unsigned long long>(rl.rlim_cur), max_connections);
-}
-
 }  // namespace
 
 int Serve(const ServeArgs& a) {
-  RaiseDescriptorLimit(a.max_connections);
   server::ServerConfig sc;
   sc.http.host = a.host;
   sc.http.port = a.port;
@@ -171,7 +140,12 @@ int Serve(const ServeArgs& a) {
     std::fprintf(stderr, "%s", planner::FormatPlan(cl->plan).c_str());
     return 0;
   }
-  RaiseFileLimit();
+  // 64 descriptors beside the connections: the model file, logs, node links and the listener.
+  if (const uint64_t fds = RaiseFileLimit(); fds > 0 && fds < uint64_t(a.max_connections) + 64)
+    std::fprintf(stderr,
+                 "shoal serve: the descriptor limit (%llu) is below --max-connections %d + 64; "
+                 "connections past it wait in the backlog\n",
+                 static_cast<unsigned long long>(fds), a.max_connections);
   server::Server srv(sc);
   if (Status s = srv.Listen(); !s.ok()) return Fail(s);
   std::fprintf(stderr, "shoal serve: listening on %s://%s:%d (loading %s)\n",

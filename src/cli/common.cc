@@ -46,12 +46,24 @@ Result<DType> ParseKvType(const std::string& name) {
 
 int ResolveThreads(int threads) { return threads > 0 ? threads : HardwareThreads(); }
 
-void RaiseFileLimit() {
+uint64_t RaiseFileLimit() {
   rlimit lim;
-  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return 0;
+  if (lim.rlim_cur < lim.rlim_max) {
     lim.rlim_cur = lim.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &lim);
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0 && getrlimit(RLIMIT_NOFILE, &lim) != 0) return 0;
   }
+  return lim.rlim_cur == RLIM_INFINITY ? UINT64_MAX : static_cast<uint64_t>(lim.rlim_cur);
+}
+
+Result<std::string> ReadKeyFile(const std::string& path, const char* flag) {
+  auto k = ReadFileToString(path);
+  if (!k.ok()) return k.status().Annotate(flag);
+  std::string key = *k;
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' '))
+    key.pop_back();
+  if (key.empty()) return Errorf("{} {} is empty", flag, path);
+  return key;
 }
 
 // Bytes in /proc/meminfo's MemAvailable (0 when unknown).

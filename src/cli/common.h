@@ -1,6 +1,7 @@
 // Shared CLI plumbing: loading a model bundle, printing errors, reading prompts.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,8 +33,12 @@ Result<std::string> PromptText(const std::string& prompt, const std::string& fil
 Result<DType> ParseKvType(const std::string& name);
 
 // Lets 1,000+ concurrent connections open: raises the soft descriptor limit (often 1,024) to
-// the hard one.
-void RaiseFileLimit();
+// the hard one. Returns the soft limit now (0 when unknown; RLIM_INFINITY as UINT64_MAX).
+uint64_t RaiseFileLimit();
+
+// A key file's text without trailing whitespace (`openssl rand -hex 32 > key` works); errors
+// name `flag`, and an empty key is one.
+Result<std::string> ReadKeyFile(const std::string& path, const char* flag);
 
 // A memory size: "2G", "512M", "1.5GiB", "1073741824", or a fraction of available memory such
 // as "0.3". `flag` names the option in errors.

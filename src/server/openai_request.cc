@@ -80,11 +80,7 @@ std::optional<ApiError> ParsePrompt(const Json& body, const ModelInfo& model,
     for (const Json& e : arr) {
       if (!e.is_number_integer())
         return ApiError::BadRequest("token ids must be integers", "prompt");
-      // Unsigned values above INT64_MAX must not wrap to a negative id in the message.
-      const bool in_range = e.is_number_unsigned()
-                                ? e.get<uint64_t>() < static_cast<uint64_t>(n_vocab)
-                                : e.get<int64_t>() >= 0 && e.get<int64_t>() < n_vocab;
-      if (!in_range)
+      if (!IsTokenId(e, n_vocab))
         return ApiError::BadRequest(
             "token id " + e.dump() + " is out of range [0, " + std::to_string(n_vocab) + ")",
             "prompt");
@@ -121,6 +117,11 @@ std::optional<ApiError> ParsePrompt(const Json& body, const ModelInfo& model,
 }
 
 }  // namespace
+
+bool IsTokenId(const Json& v, int64_t n_vocab) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() < static_cast<uint64_t>(n_vocab);
+  return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < n_vocab;
+}
 
 std::optional<ApiError> ParseGenerationRequest(const Json& body, bool chat, const ModelInfo& model,
                                                GenerationRequest* out) {

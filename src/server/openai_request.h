@@ -45,6 +45,10 @@ struct GenerationRequest {
   bool echo = false;
 };
 
+// True when `v` is an integer token id in [0, n_vocab); an unsigned value above INT64_MAX is out
+// of range (never wrapped to a negative id).
+bool IsTokenId(const Json& v, int64_t n_vocab);
+
 // Parses a body already known to be a JSON object. `chat` selects the endpoint's rules.
 // On failure returns the ApiError to send (400 / 404).
 std::optional<ApiError> ParseGenerationRequest(const Json& body, bool chat, const ModelInfo& model,

@@ -62,11 +62,7 @@ RouteReply DetokenizeReply(const std::string& raw, const ModelInfo& model) {
   std::vector<int32_t> ids;
   ids.reserve(it->size());
   for (const Json& t : *it) {
-    // Unsigned values above INT64_MAX must not wrap to negative ids in the message.
-    const bool in_range = (t.is_number_unsigned() && t.get<uint64_t>() < uint64_t(n_vocab)) ||
-                          (t.is_number_integer() && !t.is_number_unsigned() &&
-                           t.get<int64_t>() >= 0 && t.get<int64_t>() < n_vocab);
-    if (!in_range) {
+    if (!IsTokenId(t, n_vocab)) {
       return Error(ApiError::BadRequest(
           "token id " + t.dump() + " is not an integer in [0, " + std::to_string(n_vocab) + ")",
           "tokens"));
