@@ -158,8 +158,7 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   if (!Authorized(path, req, *ex)) return;
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
                      path == "/tokenize" || path == "/detokenize" || path == "/v1/models" ||
-                     path == "/v1/cluster" || path == "/v1/cluster/drain" ||
-                     path == "/v1/cluster/join" || path == "/v1/cluster/rebalance" ||
+                     path == "/v1/cluster" || IsClusterControl(path) ||
                      path.rfind("/v1/models/", 0) == 0;
   if (!known) {
     SendError(*ex, ApiError::NotFound(path));
@@ -190,8 +189,7 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
                    });
   }
   if (path == "/v1/cluster") return HandleCluster(std::move(ex));
-  if (path == "/v1/cluster/drain" || path == "/v1/cluster/join" || path == "/v1/cluster/rebalance")
-    return HandleMembership(path, req, std::move(ex));
+  if (IsClusterControl(path)) return HandleMembership(path, req, std::move(ex));
   return HandleModels(req, std::move(ex));
 }
 
