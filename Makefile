@@ -12,7 +12,7 @@ SHOAL = $(BUILD)/bin/shoal
 all: build
 
 deps:
-	@scripts/install_deps.sh
+	@tools/install_deps.sh
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHOAL_SHARED_DIR=$(SHARED) $(CMAKE_FLAGS)
@@ -83,12 +83,12 @@ chaos: build
 	tests/chaos_test.sh $(SHOAL) $(CHAOS_TRIALS)
 
 demo: build
-	@scripts/demo.sh "$(SHOAL)" "$(MODEL)" "$(SHARED)" "$(PROMPT)"
+	@tools/demo.sh "$(SHOAL)" "$(MODEL)" "$(SHARED)" "$(PROMPT)"
 
 # docs/plots/*.svg from `shoal plan` and `shoal sim` (docs/SCALE.md; ~2 minutes on 2 cores).
 plots: build
-	@scripts/install_deps.sh gnuplot-nox
-	docs/plots/make_plots.sh $(SHOAL)
+	@tools/install_deps.sh gnuplot-nox
+	tools/plots/make_plots.sh $(SHOAL)
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue #8's target as a regression test: the stored calibration runs in
-# tests/testdata/calibration/*.json (real `shoal cluster up` pipelines measured by bench/calibrate
+# tests/testdata/calibration/*.json (real `shoal cluster up` pipelines measured by tools/calibrate
 # on the project's Zen 5 host, session 22's final code) re-priced by this build's `shoal plan`
 # and `shoal sim` must stay within 10% of measured tokens/s on every configuration of every run.
 # A change to the cost model, the simulator or the calibration's statistics that moves a row out
@@ -16,7 +16,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for runs in "${RUNS[@]}"; do
   echo "== $(basename "$runs")"
-  python3 "$ROOT/bench/calibrate" --shoal "$SHOAL" --measured "$runs" \
+  python3 "$ROOT/tools/calibrate/calibrate.py" --shoal "$SHOAL" --measured "$runs" \
     --probe-level-only --model "$out/cal.gguf" --out "$out" >"$out/log" 2>&1 ||
     { cat "$out/log"; exit 1; }
   grep -A 10 "^| stages | in flight | link | measured" "$out/log"

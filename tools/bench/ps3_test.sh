@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The PS3 test (issue #5): a model across N `shoal node` workers with --mem-limit each; prints
 # every node's peak RSS (VmHWM, read from /proc outside the process) beside the plan's
-# prediction. Usage: scripts/ps3_test.sh SHOAL MODEL.gguf [NODES] [MEM_LIMIT] [serve flags...]
+# prediction. Usage: tools/bench/ps3_test.sh SHOAL MODEL.gguf [NODES] [MEM_LIMIT] [serve flags...]
 set -euo pipefail
 SHOAL=$1 MODEL=$2 N=${3:-4} LIMIT=${4:-256M}
 shift $(( $# < 4 ? $# : 4 ))

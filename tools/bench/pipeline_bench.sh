@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Aggregate decode throughput with 16 concurrent streams: one process with 2 threads vs 2 stages
 # x 1 thread with --pipeline-groups 1 (steps one at a time) and 2 (overlapped). Prints output
-# tokens/s of each, in A/B order, REPEAT times. Usage: scripts/pipeline_bench.sh SHOAL MODEL [REPEAT]
+# tokens/s of each, in A/B order, REPEAT times.
+# Usage: tools/bench/pipeline_bench.sh SHOAL MODEL [REPEAT]
 set -euo pipefail
 SHOAL=$1 MODEL=$2 REPEAT=${3:-1}
 W=$(mktemp -d); PIDS=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Calibration of `shoal plan` and `shoal sim` against real `shoal cluster up` pipelines on this
 # machine: prints predicted vs measured output tokens/s and TTFT per configuration (issue #8).
-"""Usage: bench/calibrate [--shoal build/bin/shoal] [--out DIR] [--quick]
+"""Usage: tools/calibrate/calibrate.py [--shoal build/bin/shoal] [--out DIR] [--quick]
 
 Each configuration starts `shoal cluster up --nodes S` (S stages on loopback, 1 thread per
 node), runs `shoal bench serve` (closed loop: B requests in flight, N in all, prompt P words,

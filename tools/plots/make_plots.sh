@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Regenerates docs/plots/*.svg (tokens/s against node count and against failure rate) from
-# `shoal plan` and `shoal sim` output. Usage: docs/plots/make_plots.sh [build/bin/shoal]
+# `shoal plan` and `shoal sim` output. Usage: tools/plots/make_plots.sh [build/bin/shoal]
 # Needs gnuplot (Debian: gnuplot-nox; `make plots` installs it and runs this). Takes ~2 minutes
 # on a 2-core machine.
 set -euo pipefail
 SHOAL=${1:-build/bin/shoal}
-DIR=$(cd "$(dirname "$0")" && pwd)
+DIR=$(cd "$(dirname "$0")/../../docs/plots" && pwd)  # the plots stay beside the docs
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 j() { python3 -c "import json,sys; d=json.load(sys.stdin); print(*[d[k] for k in sys.argv[1:]])" "$@"; }

@@ -7,7 +7,7 @@
 # spent per output token: on a shared machine, wall-clock throughput moves with other load, the
 # CPU a token costs much less. Prints one line per measurement and medians at the end; nothing
 # is stored.
-#   bench/link_cipher_bench.sh build/bin/shoal /tmp/1b-q4_0.gguf [ROUNDS=5]
+#   tools/bench/link_cipher_bench.sh build/bin/shoal /tmp/1b-q4_0.gguf [ROUNDS=5]
 set -euo pipefail
 SHOAL=$1 MODEL=$2 ROUNDS=${3:-5}
 W=$(mktemp -d); PIDS=()
