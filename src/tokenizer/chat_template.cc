@@ -158,6 +158,18 @@ void RenderRoles(const RoleFormat& f, const Messages& msgs, bool gen, std::strin
   if (gen) out.append(f.generation);
 }
 
+constexpr RoleFormat kChatMLRoles{"<|im_start|>", "\n", "<|im_end|>\n", "<|im_start|>assistant\n",
+                                  false};
+constexpr RoleFormat kPhi3Roles{"<|", "|>\n", "<|end|>\n", "<|assistant|>\n", false};
+constexpr RoleFormat kPhi4Roles{"<|im_start|>", "<|im_sep|>", "<|im_end|>",
+                                "<|im_start|>assistant<|im_sep|>", false};
+constexpr RoleFormat kFalcon3Roles{"<|", "|>\n", "\n", "<|assistant|>\n", false};
+constexpr RoleFormat kZephyrRoles{"<|", "|>\n", "<|endoftext|>\n", "<|assistant|>\n", false};
+constexpr RoleFormat kLlama3Roles{"<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>",
+                                  "<|start_header_id|>assistant<|end_header_id|>\n\n", true};
+constexpr RoleFormat kLlama4Roles{"<|header_start|>", "<|header_end|>\n\n", "<|eot|>",
+                                  "<|header_start|>assistant<|header_end|>\n\n", true};
+
 void RenderMistral(Kind kind, const Messages& msgs, std::string& out) {
   if (kind == Kind::kMistralV7 || kind == Kind::kMistralV7Tekken) {
     const std::string_view sp = kind == Kind::kMistralV7 ? " " : "";
@@ -259,6 +271,93 @@ void RenderTurns(const TurnFormat& f, const Messages& msgs, bool gen, std::strin
   if (gen) out.append(f.generation);
 }
 
+constexpr TurnFormat kVicunaTurns{
+    "", "\n\n", "USER: ", "\n", "ASSISTANT: ", "</s>\n", "ASSISTANT:", false};
+constexpr TurnFormat kVicunaOrcaTurns{"SYSTEM: ",    "\n",     "USER: ",     "\n",
+                                      "ASSISTANT: ", "</s>\n", "ASSISTANT:", false};
+constexpr TurnFormat kDeepSeekTurns{
+    "", "", "### Instruction:\n", "\n", "### Response:\n", "\n<|EOT|>\n", "### Response:\n", false};
+constexpr TurnFormat kDeepSeek2Turns{
+    "", "\n\n", "User: ", "\n\n", "Assistant: ", "<｜end▁of▁sentence｜>", "Assistant:", false};
+constexpr TurnFormat kDeepSeek3Turns{
+    "",   "\n\n", "<｜User｜>", "", "<｜Assistant｜>", "<｜end▁of▁sentence｜>", "<｜Assistant｜>",
+    false};
+constexpr TurnFormat kCommandRTurns{
+    "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>",  "<|END_OF_TURN_TOKEN|>",
+    "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>",    "<|END_OF_TURN_TOKEN|>",
+    "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>",
+    "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", true};
+constexpr TurnFormat kExaone3Turns{"[|system|]",    "[|endofturn|]\n", "[|user|]",      "\n",
+                                   "[|assistant|]", "[|endofturn|]\n", "[|assistant|]", true};
+
+void RenderMonarch(const Messages& msgs, bool gen, std::string& out) {
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    if (i > 0) out.append("<s>");  // BOS between turns; the first comes from the tokenizer
+    out.append(msgs[i].role).append("\n").append(msgs[i].content).append("</s>\n");
+  }
+  if (gen) out.append("<s>assistant\n");
+}
+
+void RenderOpenChat(const Messages& msgs, bool gen, std::string& out) {
+  for (const ChatMessage& m : msgs) {
+    if (m.role == "system") {
+      out.append(m.content).append("<|end_of_turn|>");
+    } else {
+      std::string role = m.role;
+      if (!role.empty()) role[0] = static_cast<char>(std::toupper(role[0]));
+      out.append("GPT4 Correct ").append(role).append(": ").append(m.content);
+      out.append("<|end_of_turn|>");
+    }
+  }
+  if (gen) out.append("GPT4 Correct Assistant:");
+}
+
+void RenderSmolVLM(const Messages& msgs, bool gen, std::string& out) {
+  out.append("<|im_start|>");  // SmolVLM's BOS, written as text as llama.cpp does
+  for (const ChatMessage& m : msgs) {
+    if (m.role == "system") {
+      out.append(m.content).append("\n\n");
+    } else {
+      out.append(m.role == "user" ? "User: " : "Assistant: ");
+      out.append(m.content).append("<end_of_utterance>\n");
+    }
+  }
+  if (gen) out.append("Assistant:");
+}
+
+void RenderGptOss(const Messages& msgs, bool gen, std::string& out) {
+  for (const ChatMessage& m : msgs) {
+    out.append("<|start|>").append(m.role).append("<|message|>").append(m.content);
+    out.append(m.role == "assistant" ? "<|return|>" : "<|end|>");
+  }
+  if (gen) out.append("<|start|>assistant");
+}
+
+void RenderKimiK2(const Messages& msgs, bool gen, std::string& out) {
+  for (const ChatMessage& m : msgs) {
+    if (m.role == "system") {
+      out.append("<|im_system|>system<|im_middle|>");
+    } else if (m.role == "user") {
+      out.append("<|im_user|>user<|im_middle|>");
+    } else if (m.role == "assistant") {
+      out.append("<|im_assistant|>assistant<|im_middle|>");
+    } else if (m.role == "tool") {
+      out.append("<|im_system|>tool<|im_middle|>");
+    }
+    out.append(m.content).append("<|im_end|>");
+  }
+  if (gen) out.append("<|im_assistant|>assistant<|im_middle|>");
+}
+
+void RenderSeedOss(const Messages& msgs, bool gen, std::string& out) {
+  for (const ChatMessage& m : msgs) {
+    out.append("<seed:bos>").append(m.role).append("\n");
+    out.append(m.role == "assistant" ? Trim(m.content) : std::string_view(m.content));
+    out.append("<seed:eos>");
+  }
+  if (gen) out.append("<seed:bos>assistant\n");
+}
+
 }  // namespace
 
 Result<ChatTemplateKind> ChatTemplateFromName(std::string_view name) {
@@ -304,14 +403,54 @@ Result<ChatTemplateKind> DetectChatTemplate(std::string_view jinja_template) {
       jinja_template.size(), NameList());
 }
 
+// One case per kind (the compiler checks that none is missing): a format for the families that
+// differ only in their text, a renderer of its own for the others.
 std::string ApplyChatTemplate(ChatTemplateKind kind, const std::vector<ChatMessage>& messages,
                               bool add_generation_prompt) {
   const bool gen = add_generation_prompt;
   std::string out;
   switch (kind) {
     case Kind::kChatML:
-      RenderRoles({"<|im_start|>", "\n", "<|im_end|>\n", "<|im_start|>assistant\n", false},
-                  messages, gen, out);
+      RenderRoles(kChatMLRoles, messages, gen, out);
+      break;
+    case Kind::kPhi3:
+      RenderRoles(kPhi3Roles, messages, gen, out);
+      break;
+    case Kind::kPhi4:
+      RenderRoles(kPhi4Roles, messages, gen, out);
+      break;
+    case Kind::kFalcon3:
+      RenderRoles(kFalcon3Roles, messages, gen, out);
+      break;
+    case Kind::kZephyr:
+      RenderRoles(kZephyrRoles, messages, gen, out);
+      break;
+    case Kind::kLlama3:
+      RenderRoles(kLlama3Roles, messages, gen, out);
+      break;
+    case Kind::kLlama4:
+      RenderRoles(kLlama4Roles, messages, gen, out);
+      break;
+    case Kind::kVicuna:
+      RenderTurns(kVicunaTurns, messages, gen, out);
+      break;
+    case Kind::kVicunaOrca:
+      RenderTurns(kVicunaOrcaTurns, messages, gen, out);
+      break;
+    case Kind::kDeepSeek:
+      RenderTurns(kDeepSeekTurns, messages, gen, out);
+      break;
+    case Kind::kDeepSeek2:
+      RenderTurns(kDeepSeek2Turns, messages, gen, out);
+      break;
+    case Kind::kDeepSeek3:
+      RenderTurns(kDeepSeek3Turns, messages, gen, out);
+      break;
+    case Kind::kCommandR:
+      RenderTurns(kCommandRTurns, messages, gen, out);
+      break;
+    case Kind::kExaone3:
+      RenderTurns(kExaone3Turns, messages, gen, out);
       break;
     case Kind::kMistralV1:
     case Kind::kMistralV3:
@@ -326,129 +465,26 @@ std::string ApplyChatTemplate(ChatTemplateKind kind, const std::vector<ChatMessa
     case Kind::kLlama2SysStrip:
       RenderLlama2(kind, messages, out);
       break;
-    case Kind::kPhi3:
-      RenderRoles({"<|", "|>\n", "<|end|>\n", "<|assistant|>\n", false}, messages, gen, out);
-      break;
-    case Kind::kPhi4:
-      RenderRoles(
-          {"<|im_start|>", "<|im_sep|>", "<|im_end|>", "<|im_start|>assistant<|im_sep|>", false},
-          messages, gen, out);
-      break;
-    case Kind::kFalcon3:
-      RenderRoles({"<|", "|>\n", "\n", "<|assistant|>\n", false}, messages, gen, out);
-      break;
-    case Kind::kZephyr:
-      RenderRoles({"<|", "|>\n", "<|endoftext|>\n", "<|assistant|>\n", false}, messages, gen, out);
-      break;
-    case Kind::kMonarch:
-      for (size_t i = 0; i < messages.size(); ++i) {
-        if (i > 0) out.append("<s>");  // BOS between turns; the first comes from the tokenizer
-        out.append(messages[i].role).append("\n").append(messages[i].content).append("</s>\n");
-      }
-      if (gen) out.append("<s>assistant\n");
-      break;
     case Kind::kGemma:
       RenderGemma(messages, gen, out);
       break;
+    case Kind::kMonarch:
+      RenderMonarch(messages, gen, out);
+      break;
     case Kind::kOpenChat:
-      for (const ChatMessage& m : messages) {
-        if (m.role == "system") {
-          out.append(m.content).append("<|end_of_turn|>");
-        } else {
-          std::string role = m.role;
-          if (!role.empty()) role[0] = static_cast<char>(std::toupper(role[0]));
-          out.append("GPT4 Correct ").append(role).append(": ").append(m.content);
-          out.append("<|end_of_turn|>");
-        }
-      }
-      if (gen) out.append("GPT4 Correct Assistant:");
-      break;
-    case Kind::kVicuna:
-      RenderTurns({"", "\n\n", "USER: ", "\n", "ASSISTANT: ", "</s>\n", "ASSISTANT:", false},
-                  messages, gen, out);
-      break;
-    case Kind::kVicunaOrca:
-      RenderTurns({"SYSTEM: ", "\n", "USER: ", "\n", "ASSISTANT: ", "</s>\n", "ASSISTANT:", false},
-                  messages, gen, out);
-      break;
-    case Kind::kDeepSeek:
-      RenderTurns({"", "", "### Instruction:\n", "\n", "### Response:\n", "\n<|EOT|>\n",
-                   "### Response:\n", false},
-                  messages, gen, out);
-      break;
-    case Kind::kDeepSeek2:
-      RenderTurns({"", "\n\n", "User: ", "\n\n", "Assistant: ", "<｜end▁of▁sentence｜>",
-                   "Assistant:", false},
-                  messages, gen, out);
-      break;
-    case Kind::kDeepSeek3:
-      RenderTurns({"", "\n\n", "<｜User｜>", "", "<｜Assistant｜>", "<｜end▁of▁sentence｜>",
-                   "<｜Assistant｜>", false},
-                  messages, gen, out);
-      break;
-    case Kind::kCommandR:
-      RenderTurns({"<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>", "<|END_OF_TURN_TOKEN|>",
-                   "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>", "<|END_OF_TURN_TOKEN|>",
-                   "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>",
-                   "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", true},
-                  messages, gen, out);
-      break;
-    case Kind::kLlama3:
-      RenderRoles({"<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>",
-                   "<|start_header_id|>assistant<|end_header_id|>\n\n", true},
-                  messages, gen, out);
-      break;
-    case Kind::kExaone3:
-      RenderTurns({"[|system|]", "[|endofturn|]\n", "[|user|]", "\n", "[|assistant|]",
-                   "[|endofturn|]\n", "[|assistant|]", true},
-                  messages, gen, out);
-      break;
-    case Kind::kLlama4:
-      RenderRoles({"<|header_start|>", "<|header_end|>\n\n", "<|eot|>",
-                   "<|header_start|>assistant<|header_end|>\n\n", true},
-                  messages, gen, out);
+      RenderOpenChat(messages, gen, out);
       break;
     case Kind::kSmolVLM:
-      out.append("<|im_start|>");  // SmolVLM's BOS, written as text as llama.cpp does
-      for (const ChatMessage& m : messages) {
-        if (m.role == "system") {
-          out.append(m.content).append("\n\n");
-        } else {
-          out.append(m.role == "user" ? "User: " : "Assistant: ");
-          out.append(m.content).append("<end_of_utterance>\n");
-        }
-      }
-      if (gen) out.append("Assistant:");
+      RenderSmolVLM(messages, gen, out);
       break;
     case Kind::kGptOss:
-      for (const ChatMessage& m : messages) {
-        out.append("<|start|>").append(m.role).append("<|message|>").append(m.content);
-        out.append(m.role == "assistant" ? "<|return|>" : "<|end|>");
-      }
-      if (gen) out.append("<|start|>assistant");
+      RenderGptOss(messages, gen, out);
       break;
     case Kind::kKimiK2:
-      for (const ChatMessage& m : messages) {
-        if (m.role == "system") {
-          out.append("<|im_system|>system<|im_middle|>");
-        } else if (m.role == "user") {
-          out.append("<|im_user|>user<|im_middle|>");
-        } else if (m.role == "assistant") {
-          out.append("<|im_assistant|>assistant<|im_middle|>");
-        } else if (m.role == "tool") {
-          out.append("<|im_system|>tool<|im_middle|>");
-        }
-        out.append(m.content).append("<|im_end|>");
-      }
-      if (gen) out.append("<|im_assistant|>assistant<|im_middle|>");
+      RenderKimiK2(messages, gen, out);
       break;
     case Kind::kSeedOss:
-      for (const ChatMessage& m : messages) {
-        out.append("<seed:bos>").append(m.role).append("\n");
-        out.append(m.role == "assistant" ? Trim(m.content) : std::string_view(m.content));
-        out.append("<seed:eos>");
-      }
-      if (gen) out.append("<seed:bos>assistant\n");
+      RenderSeedOss(messages, gen, out);
       break;
   }
   return out;
