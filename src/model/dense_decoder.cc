@@ -28,7 +28,7 @@ struct LayerWeights {
 
 // Scratch activations, grown to the largest batch seen (no allocation in steady state).
 struct Workspace {
-  std::vector<float> x, xn, q, k, v, att, tmp, gate, up, rows;
+  std::vector<float> xn, q, k, v, att, tmp, gate, up;
   std::vector<float> attn_scratch;  // per thread: max(n_kv, dv) floats
   std::vector<float> rope;          // [n_rows, n_rot] (cos, sin) pairs
   kernels::MatMulScratch mm;
@@ -40,12 +40,10 @@ void Grow(std::vector<float>& v, size_t n) {
 }
 
 class DenseDecoder final : public Model {
- public:
-  Status Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt);
-  Status Forward(const Batch& batch, const float* hidden_in, KvStore& kv, ThreadPool* pool,
-                 ForwardOutput* out) override;
-
  private:
+  Status LoadLayers(const gguf::File& f, const LoadOptions& opt) override;
+  void BeginStep(const Batch& b) override;
+  void RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) override;
   void Attention(const LayerWeights& L, int32_t local_layer, const Batch& b, KvStore& kv,
                  ThreadPool* pool);
   void MatMul(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
@@ -55,16 +53,13 @@ class DenseDecoder final : public Model {
   kernels::RopeParams rope_;
   MoeConfig moe_;
   float kq_scale_ = 1.f;
-  MatrixView tok_embd_, output_;
-  std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
   Workspace ws_;
 };
 
-Status DenseDecoder::Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt) {
-  SHOAL_RETURN_IF_ERROR(SetLayerRange(hp, opt));
+Status DenseDecoder::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
+  const HParams& hp = hp_;
   const int64_t E = hp.n_embd;
-  SHOAL_RETURN_IF_ERROR(LoadEndWeights(f, &tok_embd_, &output_norm_, &output_));
   for (int il = first_; il < last_; ++il) {
     auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
     LayerWeights L;
@@ -98,7 +93,7 @@ Status DenseDecoder::Load(const gguf::File& f, const HParams& hp, const LoadOpti
   if (hp.head_dim_k > 1024 || hp.head_dim_v > 1024)
     return Errorf("head dim {} exceeds the supported 1024", hp.head_dim_k);
   if (opt.pretile) {
-    // The tied head is the embedding table, whose rows EmbedTokens reads: it stays as it is.
+    // The tied head is the embedding table, whose rows the first stage reads: it stays as it is.
     std::vector<MatrixView*> ms = {hp.tied_embeddings ? nullptr : &output_};
     for (LayerWeights& L : layers_)
       for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) ms.push_back(m);
@@ -196,113 +191,77 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
   }
 }
 
-Status DenseDecoder::Forward(const Batch& b, const float* hidden_in, KvStore& kv, ThreadPool* pool,
-                             ForwardOutput* out) {
+void DenseDecoder::BeginStep(const Batch& b) {
   const HParams& hp = hp_;
-  const int64_t n = b.n_rows();
-  const int64_t E = hp.n_embd, qd = hp.q_dim(), kd = hp.k_dim(), vd = hp.v_dim();
-  const int64_t ad = hp.n_head * hp.head_dim_v;
-  if (n == 0) return Status::Ok();
-  for (const SeqChunk& c : b.chunks) {
-    const int64_t need = static_cast<int64_t>(c.pos0) + c.n_tokens;
-    if (static_cast<int64_t>(c.blocks.size()) * kv.layout().block_size < need)
-      return Errorf("sequence {}: block table holds {} blocks, {} positions needed", c.seq_id,
-                    c.blocks.size(), need);
-  }
-  const int64_t nr = kernels::ScratchRows(n);  // rows the buffers hold room for
-  Grow(ws_.x, nr * E);
+  const int64_t nr = kernels::ScratchRows(b.n_rows());  // rows the buffers hold room for
+  const int64_t E = hp.n_embd;
   Grow(ws_.xn, nr * E);
-  Grow(ws_.q, nr * qd);
-  Grow(ws_.k, nr * kd);
-  Grow(ws_.v, nr * vd);
-  Grow(ws_.att, nr * ad);
+  Grow(ws_.q, nr * hp.q_dim());
+  Grow(ws_.k, nr * hp.k_dim());
+  Grow(ws_.v, nr * hp.v_dim());
+  Grow(ws_.att, nr * hp.n_head * hp.head_dim_v);
   Grow(ws_.tmp, nr * E);
   Grow(ws_.gate, nr * hp.n_ff);
   Grow(ws_.up, nr * hp.n_ff);
   Grow(ws_.rope, nr * hp.n_rot);
-  float* x = ws_.x.data();
-
-  if (is_first_stage()) {
-    if (Status st = EmbedTokens(b, tok_embd_, x); !st.ok()) return st;
-  } else {
-    if (!hidden_in) return Errorf("a later pipeline stage needs hidden states as input");
-    std::copy(hidden_in, hidden_in + n * E, x);
-  }
   // RoPE tables per row (position-dependent only).
   for (const SeqChunk& c : b.chunks)
     for (int32_t i = 0; i < c.n_tokens; ++i)
       kernels::RopeCache(rope_, c.pos0 + i,
                          &ws_.rope[static_cast<size_t>((c.row0 + i) * hp.n_rot)]);
+}
 
+void DenseDecoder::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) {
+  const HParams& hp = hp_;
+  const int64_t n = b.n_rows();
+  const int64_t E = hp.n_embd, qd = hp.q_dim(), kd = hp.k_dim(), vd = hp.v_dim();
   const int hdk = static_cast<int>(hp.head_dim_k);
-  for (int32_t li = 0; li < static_cast<int32_t>(layers_.size()); ++li) {
-    const LayerWeights& L = layers_[static_cast<size_t>(li)];
-    float* xn = ws_.xn.data();
-    for (int64_t r = 0; r < n; ++r)
-      kernels::RmsNorm(x + r * E, L.attn_norm.data(), xn + r * E, E, hp.rms_eps);
-    MatMul(L.wq, xn, n, ws_.q.data(), pool);
-    MatMul(L.wk, xn, n, ws_.k.data(), pool);
-    MatMul(L.wv, xn, n, ws_.v.data(), pool);
-    for (int64_t r = 0; r < n; ++r) {
-      float* q = ws_.q.data() + r * qd;
-      float* k = ws_.k.data() + r * kd;
-      if (!L.bq.empty()) kernels::AddInPlace(q, L.bq.data(), qd);
-      if (!L.bk.empty()) kernels::AddInPlace(k, L.bk.data(), kd);
-      if (!L.bv.empty()) kernels::AddInPlace(ws_.v.data() + r * vd, L.bv.data(), vd);
-      if (!L.q_norm.empty()) {
-        for (int64_t h = 0; h < hp.n_head; ++h)
-          kernels::RmsNorm(q + h * hdk, L.q_norm.data(), q + h * hdk, hdk, hp.rms_eps);
-        for (int64_t h = 0; h < hp.n_head_kv; ++h)
-          kernels::RmsNorm(k + h * hdk, L.k_norm.data(), k + h * hdk, hdk, hp.rms_eps);
-      }
-      if (hp.rope_type != RopeType::kNone) {
-        const float* rc = &ws_.rope[static_cast<size_t>(r * hp.n_rot)];
-        kernels::ApplyRope(rope_, rc, q, static_cast<int>(hp.n_head), hdk);
-        kernels::ApplyRope(rope_, rc, k, static_cast<int>(hp.n_head_kv), hdk);
-      }
+  const LayerWeights& L = layers_[static_cast<size_t>(li)];
+  float* xn = ws_.xn.data();
+  for (int64_t r = 0; r < n; ++r)
+    kernels::RmsNorm(x + r * E, L.attn_norm.data(), xn + r * E, E, hp.rms_eps);
+  MatMul(L.wq, xn, n, ws_.q.data(), pool);
+  MatMul(L.wk, xn, n, ws_.k.data(), pool);
+  MatMul(L.wv, xn, n, ws_.v.data(), pool);
+  for (int64_t r = 0; r < n; ++r) {
+    float* q = ws_.q.data() + r * qd;
+    float* k = ws_.k.data() + r * kd;
+    if (!L.bq.empty()) kernels::AddInPlace(q, L.bq.data(), qd);
+    if (!L.bk.empty()) kernels::AddInPlace(k, L.bk.data(), kd);
+    if (!L.bv.empty()) kernels::AddInPlace(ws_.v.data() + r * vd, L.bv.data(), vd);
+    if (!L.q_norm.empty()) {
+      for (int64_t h = 0; h < hp.n_head; ++h)
+        kernels::RmsNorm(q + h * hdk, L.q_norm.data(), q + h * hdk, hdk, hp.rms_eps);
+      for (int64_t h = 0; h < hp.n_head_kv; ++h)
+        kernels::RmsNorm(k + h * hdk, L.k_norm.data(), k + h * hdk, hdk, hp.rms_eps);
     }
-    Attention(L, li, b, kv, pool);
-    MatMul(L.wo, ws_.att.data(), n, ws_.tmp.data(), pool);
-    for (int64_t r = 0; r < n; ++r) {
-      if (!L.bo.empty()) kernels::AddInPlace(ws_.tmp.data() + r * E, L.bo.data(), E);
-      kernels::AddInPlace(x + r * E, ws_.tmp.data() + r * E, E);
-      kernels::RmsNorm(x + r * E, L.ffn_norm.data(), xn + r * E, E, hp.rms_eps);
+    if (hp.rope_type != RopeType::kNone) {
+      const float* rc = &ws_.rope[static_cast<size_t>(r * hp.n_rot)];
+      kernels::ApplyRope(rope_, rc, q, static_cast<int>(hp.n_head), hdk);
+      kernels::ApplyRope(rope_, rc, k, static_cast<int>(hp.n_head_kv), hdk);
     }
-    if (L.moe) {
-      // [n, n_embd] -> routed experts -> [n, n_embd]
-      RunMoe(moe_, L.experts, xn, E, xn, E, n, ws_.tmp.data(), pool, &ws_.moe);
-    } else {
-      MatMul(L.gate, xn, n, ws_.gate.data(), pool);
-      MatMul(L.up, xn, n, ws_.up.data(), pool);
-      kernels::SwiGlu(ws_.gate.data(), ws_.up.data(), ws_.gate.data(), n * hp.n_ff);
-      MatMul(L.down, ws_.gate.data(), n, ws_.tmp.data(), pool);
-    }
-    kernels::AddInPlace(x, ws_.tmp.data(), n * E);
   }
-
-  if (!is_last_stage()) {
-    out->hidden.assign(x, x + n * E);
-    return Status::Ok();
+  Attention(L, li, b, kv, pool);
+  MatMul(L.wo, ws_.att.data(), n, ws_.tmp.data(), pool);
+  for (int64_t r = 0; r < n; ++r) {
+    if (!L.bo.empty()) kernels::AddInPlace(ws_.tmp.data() + r * E, L.bo.data(), E);
+    kernels::AddInPlace(x + r * E, ws_.tmp.data() + r * E, E);
+    kernels::RmsNorm(x + r * E, L.ffn_norm.data(), xn + r * E, E, hp.rms_eps);
   }
-  const int64_t n_out = static_cast<int64_t>(b.out_rows.size());
-  Grow(ws_.rows, n_out * E);
-  for (int64_t i = 0; i < n_out; ++i) {
-    const int32_t r = b.out_rows[static_cast<size_t>(i)];
-    if (r < 0 || r >= n) return Errorf("output row {} outside the batch of {} rows", r, n);
-    kernels::RmsNorm(x + r * E, output_norm_.data(), ws_.rows.data() + i * E, E, hp.rms_eps);
+  if (L.moe) {
+    // [n, n_embd] -> routed experts -> [n, n_embd]
+    RunMoe(moe_, L.experts, xn, E, xn, E, n, ws_.tmp.data(), pool, &ws_.moe);
+  } else {
+    MatMul(L.gate, xn, n, ws_.gate.data(), pool);
+    MatMul(L.up, xn, n, ws_.up.data(), pool);
+    kernels::SwiGlu(ws_.gate.data(), ws_.up.data(), ws_.gate.data(), n * hp.n_ff);
+    MatMul(L.down, ws_.gate.data(), n, ws_.tmp.data(), pool);
   }
-  out->logits.resize(static_cast<size_t>(n_out * hp.n_vocab));
-  MatMul(output_, ws_.rows.data(), n_out, out->logits.data(), pool);
-  return Status::Ok();
+  kernels::AddInPlace(x, ws_.tmp.data(), n * E);
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> LoadDenseDecoder(const gguf::File& f, const HParams& hp,
-                                                const LoadOptions& opt) {
-  auto m = std::make_unique<DenseDecoder>();
-  SHOAL_RETURN_IF_ERROR(m->Load(f, hp, opt));
-  return std::unique_ptr<Model>(std::move(m));
-}
+std::unique_ptr<Model> NewDenseDecoder() { return std::make_unique<DenseDecoder>(); }
 
 }  // namespace shoal

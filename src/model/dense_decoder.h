@@ -8,7 +8,7 @@
 
 namespace shoal {
 
-Result<std::unique_ptr<Model>> LoadDenseDecoder(const gguf::File& f, const HParams& hp,
-                                                const LoadOptions& opt);
+// A model whose layers are llama-family blocks (Model::Load fills it).
+std::unique_ptr<Model> NewDenseDecoder();
 
 }  // namespace shoal

@@ -23,6 +23,7 @@ using kernels::MatrixView;
 struct Layer {
   std::vector<float> attn_norm, ffn_norm, attn_res, ffn_res;  // [n_embd]
   bool recurrent = false;
+  int64_t kda_index = 0;  // recurrent layers: which KdaState of the sequence's slot
   KdaWeights kda;
   MlaWeights mla;
   bool moe = false;
@@ -40,28 +41,30 @@ void Grow(std::vector<T>& v, int64_t n) {
 
 class KimiK3 final : public Model {
  public:
-  Status Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt);
-  Status Forward(const Batch& batch, const float* hidden_in, KvStore& kv, ThreadPool* pool,
-                 ForwardOutput* out) override;
   // One KdaState per KDA layer of the range, in layer order, in the sequence's state slot.
   int64_t StateFloatsPerSeq() const override { return n_kda_ * KdaState::Floats(hp_); }
 
  private:
-  // out[n, E] = sum_j p_j stack_j + p_cur cur with p = softmax over the banked rows and cur of
-  // sum(rmsnorm(.) * w); identity while nothing is banked.
+  Status LoadLayers(const gguf::File& f, const LoadOptions& opt) override;
+  void BeginStep(const Batch& b) override;
+  void RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) override;
+  // The head reads res_mix(x, output_res_score).
+  const float* HeadInput(const float* x, int64_t n) override;
+
+  // out[n, E] = sum_j p_j banked_j + p_cur cur with p = softmax over the banked rows (the
+  // carried planes) and cur of sum(rmsnorm(.) * w); identity while nothing is banked.
   void ResMix(const float* cur, const std::vector<float>& w, int64_t n, float* out);
   void LatentMoe(const Layer& L, const float* xn, int64_t n, float* out, ThreadPool* pool);
 
   MlaOptions mla_;
   MoeConfig moe_;
   GluParams situ_;
-  MatrixView tok_embd_, output_;
-  std::vector<float> output_norm_, output_res_;
+  std::vector<float> output_res_;
   std::vector<Layer> layers_;
-  int64_t n_kda_ = 0;                      // KDA layers in [first, last)
-  std::vector<std::vector<float>> stack_;  // banked layer inputs, each [n, E]
-  int n_banked_ = 0;
-  std::vector<float> x_, h_, xn_, tmp_, lat_, lat2_, sh_, rows_, scores_;
+  int64_t n_kda_ = 0;                  // KDA layers in [first, last)
+  std::vector<KdaState> kda_views_;    // [chunk] this layer's state of the chunk's sequence
+  std::vector<KdaState*> kda_states_;  // [chunk] &kda_views_[chunk]
+  std::vector<float> h_, xn_, tmp_, lat_, lat2_, sh_, scores_;
   MlaScratch mla_s_;
   KdaScratch kda_s_;
   MoeScratch moe_s_;
@@ -69,13 +72,12 @@ class KimiK3 final : public Model {
   kernels::MatMulScratch mm_;
 };
 
-Status KimiK3::Load(const gguf::File& f, const HParams& hp, const LoadOptions& opt) {
-  SHOAL_RETURN_IF_ERROR(SetLayerRange(hp, opt));
+Status KimiK3::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
   // A later stage gets the banked attention-residual inputs with the hidden state
   // (HiddenPlanes); the KDA states of this range's layers live in this stage's state slots.
+  const HParams& hp = hp_;
   const int64_t E = hp.n_embd;
   const int64_t lat = hp.n_expert_latent > 0 ? hp.n_expert_latent : E;
-  SHOAL_RETURN_IF_ERROR(LoadEndWeights(f, &tok_embd_, &output_norm_, &output_));
   if (hp.attn_res_block_size > 0 && is_last_stage()) {
     SHOAL_ASSIGN_OR_RETURN(output_res_, LoadVector(f, "output_res_score.weight", E));
   }
@@ -89,6 +91,7 @@ Status KimiK3::Load(const gguf::File& f, const HParams& hp, const LoadOptions& o
       SHOAL_ASSIGN_OR_RETURN(L.ffn_res, LoadVector(f, n("ffn_res_score.weight"), E));
     }
     L.recurrent = hp.is_recurrent_layer(il);
+    L.kda_index = n_kda_;
     n_kda_ += L.recurrent;
     if (L.recurrent) {
       SHOAL_ASSIGN_OR_RETURN(L.kda, LoadKdaWeights(f, hp, il));
@@ -126,11 +129,11 @@ Status KimiK3::Load(const gguf::File& f, const HParams& hp, const LoadOptions& o
 
 void KimiK3::ResMix(const float* cur, const std::vector<float>& w, int64_t n, float* out) {
   const int64_t E = hp_.n_embd;
-  if (n_banked_ == 0 || w.empty()) {
+  if (n_carried() == 0 || w.empty()) {
     std::copy(cur, cur + n * E, out);
     return;
   }
-  const int nb = n_banked_;
+  const int nb = n_carried();
   Grow(scores_, int64_t{nb + 1} + E);
   float* sc = scores_.data();
   float* tmp = scores_.data() + nb + 1;
@@ -141,14 +144,13 @@ void KimiK3::ResMix(const float* cur, const std::vector<float>& w, int64_t n, fl
     return static_cast<float>(sum);
   };
   for (int64_t r = 0; r < n; ++r) {
-    for (int j = 0; j < nb; ++j) sc[j] = score(stack_[static_cast<size_t>(j)].data() + r * E);
+    for (int j = 0; j < nb; ++j) sc[j] = score(carried(j) + r * E);
     sc[nb] = score(cur + r * E);
     kernels::Softmax(sc, nb + 1);
     float* o = out + r * E;
-    for (int64_t i = 0; i < E; ++i) o[i] = stack_[0][static_cast<size_t>(r * E + i)] * sc[0];
+    for (int64_t i = 0; i < E; ++i) o[i] = carried(0)[r * E + i] * sc[0];
     for (int j = 1; j < nb; ++j)
-      for (int64_t i = 0; i < E; ++i)
-        o[i] += stack_[static_cast<size_t>(j)][static_cast<size_t>(r * E + i)] * sc[j];
+      for (int64_t i = 0; i < E; ++i) o[i] += carried(j)[r * E + i] * sc[j];
     for (int64_t i = 0; i < E; ++i) o[i] += cur[r * E + i] * sc[nb];
   }
 }
@@ -182,138 +184,59 @@ void KimiK3::LatentMoe(const Layer& L, const float* xn, int64_t n, float* out, T
   }
 }
 
-Status KimiK3::Forward(const Batch& b, const float* hidden_in, KvStore& kv, ThreadPool* pool,
-                       ForwardOutput* out) {
-  const HParams& hp = hp_;
-  const int64_t n = b.n_rows(), E = hp.n_embd;
-  if (n == 0) return Status::Ok();
-  // Recurrent state per chunk, in its KvStore slot: a sequence starting at 0 gets a fresh one;
-  // any other chunk must continue where its state ends (the slot remembers the position).
-  const int64_t per_layer = KdaState::Floats(hp);
-  std::vector<float*> seq(b.chunks.size(), nullptr);
-  for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
-    const SeqChunk& c = b.chunks[ci];
-    const int64_t need = static_cast<int64_t>(c.pos0) + c.n_tokens;
-    if (static_cast<int64_t>(c.blocks.size()) * kv.layout().block_size < need)
-      return Errorf("sequence {}: block table holds {} blocks, {} positions needed", c.seq_id,
-                    c.blocks.size(), need);
-    if (n_kda_ == 0) continue;
-    if (c.state_slot < 0 || c.state_slot >= kv.layout().n_state_slots ||
-        kv.layout().state_floats != StateFloatsPerSeq())
-      return Errorf(
-          "kimi-k3: sequence {} has no recurrent-state slot (slot {} of {}; the executor must "
-          "allot KvLayout::n_state_slots and the scheduler SchedConfig::state_slots)",
-          c.seq_id, c.state_slot, kv.layout().n_state_slots);
-    float* base = kv.State(c.state_slot);
-    if (c.pos0 == 0) {
-      std::fill(base, base + StateFloatsPerSeq(), 0.f);
-    } else if (kv.StatePos(c.state_slot) != c.pos0) {
-      return Errorf(
-          "kimi-k3: sequence {} resumes at position {} but its recurrent state is at {} (a "
-          "prefix-cache hit without its state snapshot copied, or a swap-in: it is not swapped)",
-          c.seq_id, c.pos0, kv.StatePos(c.state_slot));
-    }
-    seq[ci] = base;
-  }
-  Grow(x_, n * E);
+void KimiK3::BeginStep(const Batch& b) {
+  const int64_t n = b.n_rows(), E = hp_.n_embd;
   Grow(h_, n * E);
   Grow(xn_, n * E);
   Grow(tmp_, n * E);
-  float* x = x_.data();
-  n_banked_ = 0;
-  if (is_first_stage()) {
-    if (Status st = EmbedTokens(b, tok_embd_, x); !st.ok()) return st;
+  kda_views_.resize(b.chunks.size());
+  kda_states_.resize(b.chunks.size());
+}
+
+void KimiK3::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) {
+  const HParams& hp = hp_;
+  const int64_t n = b.n_rows(), E = hp.n_embd;
+  const Layer& L = layers_[static_cast<size_t>(li)];
+  const int il = first_ + li;
+  ResMix(x, L.attn_res, n, h_.data());
+  // The first layer of each block banks its input; its attention output then replaces x.
+  const bool banked = hp.attn_res_block_size > 0 && il % hp.attn_res_block_size == 0;
+  if (banked) Carry(x, n);
+  for (int64_t r = 0; r < n; ++r)
+    kernels::RmsNorm(h_.data() + r * E, L.attn_norm.data(), xn_.data() + r * E, E, hp.rms_eps);
+  if (L.recurrent) {
+    const int64_t per_layer = KdaState::Floats(hp);
+    for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
+      kda_views_[ci] = KdaState::At(hp, chunk_state(ci) + L.kda_index * per_layer);
+      kda_states_[ci] = &kda_views_[ci];
+    }
+    RunKda(hp, L.kda, xn_.data(), b, kda_states_, tmp_.data(), pool, &kda_s_);
   } else {
-    // hidden_in: [HiddenPlanes(first)][n][E]: x, then the stack banked by the earlier stages.
-    if (!hidden_in) return Errorf("a later pipeline stage needs hidden states as input");
-    std::copy(hidden_in, hidden_in + n * E, x);
-    n_banked_ = HiddenPlanes(first_) - 1;
-    for (int j = 0; j < n_banked_; ++j) {
-      if (static_cast<int>(stack_.size()) <= j) stack_.emplace_back();
-      Grow(stack_[static_cast<size_t>(j)], n * E);
-      const float* p = hidden_in + (j + 1) * n * E;
-      std::copy(p, p + n * E, stack_[static_cast<size_t>(j)].data());
-    }
+    RunMla(hp, L.mla, mla_, xn_.data(), nullptr, b, kv, li, tmp_.data(), pool, &mla_s_);
   }
-  std::vector<KdaState> views(b.chunks.size());
-  std::vector<KdaState*> states(b.chunks.size());
-  int64_t kda_i = 0;
-  for (int32_t li = 0; li < static_cast<int32_t>(layers_.size()); ++li) {
-    const Layer& L = layers_[static_cast<size_t>(li)];
-    const int il = first_ + li;
-    ResMix(x, L.attn_res, n, h_.data());
-    bool banked = false;
-    if (hp.attn_res_block_size > 0 && il % hp.attn_res_block_size == 0) {
-      if (static_cast<int>(stack_.size()) <= n_banked_) stack_.emplace_back();
-      Grow(stack_[static_cast<size_t>(n_banked_)], n * E);
-      std::copy(x, x + n * E, stack_[static_cast<size_t>(n_banked_)].data());
-      ++n_banked_;
-      banked = true;
-    }
-    for (int64_t r = 0; r < n; ++r)
-      kernels::RmsNorm(h_.data() + r * E, L.attn_norm.data(), xn_.data() + r * E, E, hp.rms_eps);
-    if (L.recurrent) {
-      for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
-        views[ci] = KdaState::At(hp, seq[ci] + kda_i * per_layer);
-        states[ci] = &views[ci];
-      }
-      RunKda(hp, L.kda, xn_.data(), b, states, tmp_.data(), pool, &kda_s_);
-      ++kda_i;
-    } else {
-      RunMla(hp, L.mla, mla_, xn_.data(), nullptr, b, kv, li, tmp_.data(), pool, &mla_s_);
-    }
-    if (banked) {
-      std::copy(tmp_.data(), tmp_.data() + n * E, x);
-    } else {
-      kernels::AddInPlace(x, tmp_.data(), n * E);
-    }
-    ResMix(x, L.ffn_res, n, h_.data());
-    for (int64_t r = 0; r < n; ++r)
-      kernels::RmsNorm(h_.data() + r * E, L.ffn_norm.data(), xn_.data() + r * E, E, hp.rms_eps);
-    if (L.moe) {
-      LatentMoe(L, xn_.data(), n, tmp_.data(), pool);
-    } else {
-      RunDenseFfn(L.dense, situ_, xn_.data(), E, n, tmp_.data(), E, pool, &ffn_s_);
-    }
+  if (banked) {
+    std::copy(tmp_.data(), tmp_.data() + n * E, x);
+  } else {
     kernels::AddInPlace(x, tmp_.data(), n * E);
   }
-  if (n_kda_ > 0)
-    for (size_t ci = 0; ci < b.chunks.size(); ++ci)
-      kv.StatePos(b.chunks[ci].state_slot) = b.chunks[ci].pos0 + b.chunks[ci].n_tokens;
-  if (!is_last_stage()) {
-    // [HiddenPlanes(last)][n][E]: x, then every banked input (the next stage's res_mix reads them).
-    if (n_banked_ + 1 != HiddenPlanes(last_))
-      return Errorf("kimi-k3: {} banked inputs at layer {}, {} planes expected", n_banked_, last_,
-                    HiddenPlanes(last_));
-    out->hidden.resize(static_cast<size_t>((n_banked_ + 1) * n * E));
-    std::copy(x, x + n * E, out->hidden.begin());
-    for (int j = 0; j < n_banked_; ++j)
-      std::copy(stack_[static_cast<size_t>(j)].data(),
-                stack_[static_cast<size_t>(j)].data() + n * E,
-                out->hidden.begin() + (j + 1) * n * E);
-    return Status::Ok();
+  ResMix(x, L.ffn_res, n, h_.data());
+  for (int64_t r = 0; r < n; ++r)
+    kernels::RmsNorm(h_.data() + r * E, L.ffn_norm.data(), xn_.data() + r * E, E, hp.rms_eps);
+  if (L.moe) {
+    LatentMoe(L, xn_.data(), n, tmp_.data(), pool);
+  } else {
+    RunDenseFfn(L.dense, situ_, xn_.data(), E, n, tmp_.data(), E, pool, &ffn_s_);
   }
+  kernels::AddInPlace(x, tmp_.data(), n * E);
+}
 
+const float* KimiK3::HeadInput(const float* x, int64_t n) {
   ResMix(x, output_res_, n, h_.data());
-  const int64_t n_out = static_cast<int64_t>(b.out_rows.size());
-  Grow(rows_, n_out * E);
-  for (int64_t i = 0; i < n_out; ++i) {
-    const int32_t r = b.out_rows[static_cast<size_t>(i)];
-    if (r < 0 || r >= n) return Errorf("output row {} outside the batch of {} rows", r, n);
-    kernels::RmsNorm(h_.data() + r * E, output_norm_.data(), rows_.data() + i * E, E, hp.rms_eps);
-  }
-  out->logits.resize(static_cast<size_t>(n_out * hp.n_vocab));
-  kernels::MatMul(output_, rows_.data(), E, n_out, out->logits.data(), hp.n_vocab, pool, &mm_);
-  return Status::Ok();
+  return h_.data();
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> LoadKimiK3(const gguf::File& f, const HParams& hp,
-                                          const LoadOptions& opt) {
-  auto m = std::make_unique<KimiK3>();
-  SHOAL_RETURN_IF_ERROR(m->Load(f, hp, opt));
-  return std::unique_ptr<Model>(std::move(m));
-}
+std::unique_ptr<Model> NewKimiK3() { return std::make_unique<KimiK3>(); }
 
 }  // namespace shoal

@@ -8,7 +8,7 @@
 
 namespace shoal {
 
-Result<std::unique_ptr<Model>> LoadKimiK3(const gguf::File& f, const HParams& hp,
-                                          const LoadOptions& opt);
+// A model whose layers are kimi-k3 blocks (Model::Load fills it).
+std::unique_ptr<Model> NewKimiK3();
 
 }  // namespace shoal

@@ -8,8 +8,8 @@
 
 namespace shoal {
 
-Result<std::unique_ptr<Model>> LoadMlaDecoder(const gguf::File& f, const HParams& hp,
-                                              const LoadOptions& opt);
+// A model whose layers are deepseek2 blocks (Model::Load fills it).
+std::unique_ptr<Model> NewMlaDecoder();
 
 // llama.cpp's YaRN pre-scaling for deepseek2 (llama-context + models/deepseek2.cpp): the rope
 // attn_factor cancels ggml's own 1 + 0.1 ln(1/freq_scale), and the KQ scale carries

@@ -29,6 +29,12 @@ struct ForwardOutput {
   std::vector<float> hidden;
 };
 
+// The frame every architecture shares. Model::Forward (written once, in model.cc) checks the
+// batch's block tables and recurrent-state slots, embeds the tokens (first stage) or reads the
+// hidden planes of the stage before, runs this stage's layers one RunLayer call each, and emits
+// the output head's logits (last stage) or the hidden planes. An architecture (model/arch/...)
+// supplies its layers: LoadLayers, RunLayer, and optionally BeginStep, HeadInput and a
+// recurrent state (StateFloatsPerSeq).
 class Model {
  public:
   virtual ~Model() = default;
@@ -61,25 +67,62 @@ class Model {
   // stages read hidden_in [HiddenPlanes(first)][n_rows][n_embd]. Before the call, every
   // chunk's block table must cover positions [0, pos0 + n_tokens). Writes out->logits or
   // out->hidden.
-  virtual Status Forward(const Batch& batch, const float* hidden_in, KvStore& kv, ThreadPool* pool,
-                         ForwardOutput* out) = 0;
+  Status Forward(const Batch& batch, const float* hidden_in, KvStore& kv, ThreadPool* pool,
+                 ForwardOutput* out);
 
  protected:
-  // Takes hp and the layer range of opt ([first_layer, last_layer), -1 = to the end), checked.
-  Status SetLayerRange(const HParams& hp, const LoadOptions& opt);
-  // The tensors at the ends of the stack this range needs: the token embedding (first stage, or
-  // last stage with tied embeddings), the output norm and head (last stage; the embedding when
-  // tied). Left empty where the range does not need them.
-  Status LoadEndWeights(const gguf::File& f, kernels::MatrixView* tok_embd,
-                        std::vector<float>* output_norm, kernels::MatrixView* output) const;
-  // x[r] = the embedding row of batch.tokens[r] for the batch's n_rows rows ([n_rows][n_embd]);
-  // an error when the batch lacks ids or one is out of the vocabulary.
-  Status EmbedTokens(const Batch& batch, const kernels::MatrixView& tok_embd, float* x) const;
+  // What an architecture supplies.
+  // Loads layers [first_, last_) (hp_, the range and the end weights are set already) and
+  // whatever else it needs (pretiling its matrices when opt.pretile).
+  virtual Status LoadLayers(const gguf::File& f, const LoadOptions& opt) = 0;
+  // Once per step before the first layer: scratch grown to the batch's n_rows, per-row tables.
+  virtual void BeginStep(const Batch& b) {}
+  // Layer first_ + li over the batch: x [n_rows, n_embd], the residual stream, in place.
+  virtual void RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) = 0;
+  // The rows the output norm reads ([n_rows, n_embd]): x, unless the architecture mixes more in.
+  virtual const float* HeadInput(const float* x, int64_t n) { return x; }
+
+  // What the frame offers the layers.
+  // Planes carried across layers besides x (kimi-k3's banked attention-residual inputs), each
+  // [n_rows, n_embd]: the frame reads them from hidden_in and emits them after x; layers append.
+  int n_carried() const { return n_carried_; }
+  const float* carried(int j) const { return carried_[static_cast<size_t>(j)].data(); }
+  void Carry(const float* x, int64_t n);
+  // Chunk c's recurrent state this step (StateFloatsPerSeq() floats in its KvStore slot, zeroed
+  // when the chunk starts at position 0), or null when the model keeps none.
+  float* chunk_state(size_t c) const { return states_[c]; }
 
   HParams hp_;
   int32_t first_ = 0;
   int32_t last_ = 0;
+  kernels::MatrixView tok_embd_;  // first stage, or last stage with tied embeddings
+  kernels::MatrixView output_;    // last stage: the head (the embedding when tied)
+  std::vector<float> output_norm_;
   WeightArena pretiled_;  // the matrices PretileMatrices laid out
+
+ private:
+  // Takes hp and the layer range of opt ([first_layer, last_layer), -1 = to the end), checked.
+  Status SetLayerRange(const HParams& hp, const LoadOptions& opt);
+  // The tensors at the ends of the stack this range needs: the token embedding (first stage, or
+  // last stage with tied embeddings), the output norm and head (last stage; the embedding when
+  // tied).
+  Status LoadEndWeights(const gguf::File& f);
+  // Every chunk's block table covers its positions; with a recurrent state, every chunk has a
+  // slot whose state starts fresh (pos0 == 0, zeroed here) or continues at pos0. Sets states_.
+  Status BindChunks(const Batch& b, KvStore& kv);
+  // x_ [n_rows, n_embd] = the embedding rows of batch.tokens (first stage) or plane 0 of
+  // hidden_in, whose further planes become the carried ones.
+  Status ReadInput(const Batch& b, const float* hidden_in);
+  // out->hidden = [x, carried planes] (a stage before the last) or out->logits = the head over
+  // HeadInput's out_rows.
+  Status EmitOutput(const Batch& b, ThreadPool* pool, ForwardOutput* out);
+
+  std::vector<float> x_;                     // [n_rows, n_embd] the residual stream
+  std::vector<std::vector<float>> carried_;  // n_carried_ planes in use, each [n_rows, n_embd]
+  int n_carried_ = 0;
+  std::vector<float*> states_;    // [chunk] recurrent state, or null
+  std::vector<float> head_rows_;  // [out_rows, n_embd] normed rows the head reads
+  kernels::MatMulScratch head_mm_;
 };
 
 }  // namespace shoal
