@@ -5,7 +5,8 @@
 # and `shoal sim` must stay within 10% of measured tokens/s on every configuration of every run.
 # A change to the cost model, the simulator or the calibration's statistics that moves a row out
 # fails here (~8 s a run). Exit 77 (skip) when the binary was built without SimGrid. The figures
-# of every earlier run are in docs/SCALE.md's tables.
+# of every earlier run are in docs/SCALE.md's tables. The fixture holds only the fields the tool
+# reads, as compact JSON (`tools/calibrate/measurements.py --trim FILE`).
 set -euo pipefail
 SHOAL="$1"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
