@@ -3,9 +3,9 @@
 
 #include <map>
 
-#include "arch/arch.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "model/arch/arch.h"
 
 namespace shoal::cli {
 

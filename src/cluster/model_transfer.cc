@@ -14,9 +14,9 @@
 #include <filesystem>
 #include <map>
 
-#include "arch/arch.h"
 #include "base/log.h"
 #include "cluster/wire.h"
+#include "model/arch/arch.h"
 
 namespace shoal::cluster {
 

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "arch/hparams.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
 #include "model/batch.h"
+#include "model/hparams.h"
 #include "threading/thread_pool.h"
 
 namespace shoal {

@@ -5,12 +5,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "arch/hparams.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kvcache/kv_store.h"
 #include "model/batch.h"
+#include "model/hparams.h"
 #include "threading/thread_pool.h"
 
 namespace shoal {

@@ -5,9 +5,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
-#include "model/dense_decoder.h"
-#include "model/kimi_k3.h"
-#include "model/mla_decoder.h"
+#include "model/arch/arch.h"
 #include "model/weights.h"
 
 namespace shoal {
@@ -20,20 +18,7 @@ void Grow(std::vector<float>& v, int64_t n) {
 
 Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOptions& opt) {
   SHOAL_ASSIGN_OR_RETURN(HParams hp, LoadHParams(file));
-  const ArchDef* def = FindArch(hp.arch);
-  std::unique_ptr<Model> m;
-  switch (def->family) {
-    case BlockFamily::kDenseDecoder:
-      m = NewDenseDecoder();
-      break;
-    case BlockFamily::kMlaDecoder:
-      m = NewMlaDecoder();
-      break;
-    case BlockFamily::kKimiK3:
-      m = NewKimiK3();
-      break;
-  }
-  if (!m) return Errorf("{}: no forward pass for architecture {}", file.path(), hp.arch);
+  std::unique_ptr<Model> m = FindArch(hp.arch)->new_model();  // LoadHParams found it
   SHOAL_RETURN_IF_ERROR(m->SetLayerRange(hp, opt));
   SHOAL_RETURN_IF_ERROR(m->LoadEndWeights(file));
   SHOAL_RETURN_IF_ERROR(m->LoadLayers(file, opt));

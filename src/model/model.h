@@ -5,11 +5,11 @@
 #include <memory>
 #include <vector>
 
-#include "arch/arch.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
 #include "kvcache/kv_store.h"
 #include "model/batch.h"
+#include "model/hparams.h"
 #include "model/weights.h"
 #include "threading/thread_pool.h"
 
@@ -32,9 +32,9 @@ struct ForwardOutput {
 // The frame every architecture shares. Model::Forward (written once, in model.cc) checks the
 // batch's block tables and recurrent-state slots, embeds the tokens (first stage) or reads the
 // hidden planes of the stage before, runs this stage's layers one RunLayer call each, and emits
-// the output head's logits (last stage) or the hidden planes. An architecture (model/arch/...)
-// supplies its layers: LoadLayers, RunLayer, and optionally BeginStep, HeadInput and a
-// recurrent state (StateFloatsPerSeq).
+// the output head's logits (last stage) or the hidden planes. An architecture (its folder in
+// model/arch/ and a row in the table of model/arch/arch.cc) supplies its layers: LoadLayers,
+// RunLayer, and optionally BeginStep, HeadInput and a recurrent state (StateFloatsPerSeq).
 class Model {
  public:
   virtual ~Model() = default;

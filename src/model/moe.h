@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "arch/hparams.h"
 #include "model/ffn.h"
+#include "model/hparams.h"
 
 namespace shoal {
 

@@ -5,7 +5,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "arch/arch.h"
+#include "model/arch/arch.h"
 
 namespace shoal::planner {
 namespace {

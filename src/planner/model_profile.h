@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "arch/hparams.h"
 #include "base/status.h"
 #include "gguf/gguf.h"
+#include "model/hparams.h"
 #include "tensor/dtype.h"
 
 namespace shoal::planner {

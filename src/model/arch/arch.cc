@@ -1,5 +1,10 @@
-// The table of architectures.
-#include "arch/arch.h"
+// The table of architectures (a table, not self-registration: the linker drops unreferenced
+// objects of a static library).
+#include "model/arch/arch.h"
+
+#include "model/arch/deepseek2/deepseek2.h"
+#include "model/arch/kimi_k3/kimi_k3.h"
+#include "model/arch/llama/llama_family.h"
 
 namespace shoal {
 

@@ -1,5 +1,5 @@
 // Architecture "qwen2": Qwen2 / Qwen2.5 (q/k/v biases, RoPE "neox" pairs (i, i + n_rot/2)).
-#include "arch/arch.h"
+#include "model/arch/llama/llama_family.h"
 
 namespace shoal {
 namespace {
@@ -10,6 +10,6 @@ Status LoadQwen2(const gguf::File& f, HParams* hp) {
 }
 }  // namespace
 
-const ArchDef kQwen2Arch = {"qwen2", BlockFamily::kDenseDecoder, LoadQwen2};
+const ArchDef kQwen2Arch = {"qwen2", LoadQwen2, NewLlamaFamily};
 
 }  // namespace shoal

@@ -1,7 +1,7 @@
-// kimi-k3 decoder forward (llama.cpp's models/kimi-k3.cpp): per layer res_mix -> norm ->
-// KDA | MLA -> (banked ? a : x + a) -> res_mix -> norm -> situ FFN | latent MoE -> + ; logits
-// from res_mix(x, output_res_score).
-#include "model/kimi_k3.h"
+// Architecture "kimi-k3": its hyper-parameter rules (KDA layers where head_count_kv is 0) and its
+// layer (llama.cpp's models/kimi-k3.cpp): res_mix -> norm -> KDA | MLA -> (banked ? a : x + a)
+// -> res_mix -> norm -> situ FFN | latent MoE -> + ; the head reads res_mix(x, output_res_score).
+#include "model/arch/kimi_k3/kimi_k3.h"
 
 #include <fmt/format.h>
 
@@ -12,11 +12,41 @@
 #include "kernels/quant.h"
 #include "model/kda.h"
 #include "model/mla_attention.h"
+#include "model/model.h"
 #include "model/moe.h"
 #include "model/weights.h"
 
 namespace shoal {
 namespace {
+
+// Hyper-parameters after ReadCommonHParams.
+Status LoadKimiK3HParams(const gguf::File& f, HParams* hp) {
+  const std::string a = "kimi-k3.";
+  hp->rope_type = RopeType::kNone;
+  if (hp->n_head_kv_per_layer.empty())
+    return Errorf("{}: kimi-k3 needs a per-layer head_count_kv array", f.path());
+  hp->n_head_kv = 1;  // the MLA layers: MQA over the latent
+  SHOAL_RETURN_IF_ERROR(ReadMlaHParams(f, hp));
+  SHOAL_RETURN_IF_ERROR(ReadMoeHParams(f, hp));
+  hp->kda_head_dim = static_cast<int64_t>(f.GetUintOr(a + "kda.head_dim", 0));
+  hp->ssm_d_conv = static_cast<int64_t>(f.GetUintOr(a + "ssm.conv_kernel", 0));
+  if (hp->kda_head_dim <= 0 || hp->kda_head_dim > 256 || hp->ssm_d_conv < 1 || hp->ssm_d_conv > 16)
+    return Errorf("{}: kda.head_dim {} / ssm.conv_kernel {} invalid", f.path(), hp->kda_head_dim,
+                  hp->ssm_d_conv);
+  if (!f.Find(a + "kda.gate_lower_bound"))
+    return Errorf(
+        "{}: kimi-k3 without kda.gate_lower_bound (Kimi-Linear softplus gate) is not "
+        "supported",
+        f.path());
+  hp->kda_gate_lower_bound = static_cast<float>(f.GetFloatOr(a + "kda.gate_lower_bound", 0));
+  hp->n_expert_latent = static_cast<int64_t>(f.GetUintOr(a + "expert_latent_length", 0));
+  hp->situ_beta = static_cast<float>(f.GetFloatOr(a + "activation.situ_beta", 0));
+  hp->situ_linear_beta = static_cast<float>(f.GetFloatOr(a + "activation.situ_linear_beta", 0));
+  if (hp->situ_beta <= 0) return Errorf("{}: activation.situ_beta missing", f.path());
+  hp->attn_res_block_size = static_cast<int64_t>(f.GetUintOr(a + "attn_res.block_size", 0));
+  if (hp->n_expert == 0) return Errorf("{}: kimi-k3 without expert_count", f.path());
+  return Status::Ok();
+}
 
 using kernels::MatrixView;
 
@@ -235,8 +265,10 @@ const float* KimiK3::HeadInput(const float* x, int64_t n) {
   return h_.data();
 }
 
+std::unique_ptr<Model> NewKimiK3() { return std::make_unique<KimiK3>(); }
+
 }  // namespace
 
-std::unique_ptr<Model> NewKimiK3() { return std::make_unique<KimiK3>(); }
+const ArchDef kKimiK3Arch = {"kimi-k3", LoadKimiK3HParams, NewKimiK3};
 
 }  // namespace shoal

@@ -1,5 +1,7 @@
-// Llama-family decoder forward: embeddings -> [attention + SwiGLU or MoE] x layers -> logits.
-#include "model/dense_decoder.h"
+// The llama-family layer: x += attention(rmsnorm(x)); x += SwiGLU FFN or MoE (rmsnorm(x)).
+// Per-architecture options come from hparams: q/k/v biases (qwen2), per-head q/k RMSNorm
+// (qwen3), RoPE pairing (norm or neox), experts in the layers is_moe_layer names.
+#include "model/arch/llama/llama_family.h"
 
 #include <fmt/format.h>
 
@@ -8,6 +10,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "model/model.h"
 #include "model/moe.h"
 #include "model/weights.h"
 
@@ -39,7 +42,7 @@ void Grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
-class DenseDecoder final : public Model {
+class LlamaFamily final : public Model {
  private:
   Status LoadLayers(const gguf::File& f, const LoadOptions& opt) override;
   void BeginStep(const Batch& b) override;
@@ -57,7 +60,7 @@ class DenseDecoder final : public Model {
   Workspace ws_;
 };
 
-Status DenseDecoder::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
+Status LlamaFamily::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
   const HParams& hp = hp_;
   const int64_t E = hp.n_embd;
   for (int il = first_; il < last_; ++il) {
@@ -114,8 +117,8 @@ Status DenseDecoder::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
   return Status::Ok();
 }
 
-void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const Batch& b,
-                             KvStore& kv, ThreadPool* pool) {
+void LlamaFamily::Attention(const LayerWeights& L, int32_t local_layer, const Batch& b, KvStore& kv,
+                            ThreadPool* pool) {
   const HParams& hp = hp_;
   const int64_t n = b.n_rows();
   const int hdk = static_cast<int>(hp.head_dim_k), hdv = static_cast<int>(hp.head_dim_v);
@@ -191,7 +194,7 @@ void DenseDecoder::Attention(const LayerWeights& L, int32_t local_layer, const B
   }
 }
 
-void DenseDecoder::BeginStep(const Batch& b) {
+void LlamaFamily::BeginStep(const Batch& b) {
   const HParams& hp = hp_;
   const int64_t nr = kernels::ScratchRows(b.n_rows());  // rows the buffers hold room for
   const int64_t E = hp.n_embd;
@@ -211,7 +214,7 @@ void DenseDecoder::BeginStep(const Batch& b) {
                          &ws_.rope[static_cast<size_t>((c.row0 + i) * hp.n_rot)]);
 }
 
-void DenseDecoder::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) {
+void LlamaFamily::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) {
   const HParams& hp = hp_;
   const int64_t n = b.n_rows();
   const int64_t E = hp.n_embd, qd = hp.q_dim(), kd = hp.k_dim(), vd = hp.v_dim();
@@ -262,6 +265,6 @@ void DenseDecoder::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool*
 
 }  // namespace
 
-std::unique_ptr<Model> NewDenseDecoder() { return std::make_unique<DenseDecoder>(); }
+std::unique_ptr<Model> NewLlamaFamily() { return std::make_unique<LlamaFamily>(); }
 
 }  // namespace shoal

@@ -1,6 +1,6 @@
 // Architecture "llama": Llama 1/2/3, Mistral, TinyLlama (GQA, RoPE "norm" pairs (2i, 2i+1)),
 // and Mixtral-style experts (softmax router, top-k weights renormalised to sum 1).
-#include "arch/arch.h"
+#include "model/arch/llama/llama_family.h"
 
 namespace shoal {
 namespace {
@@ -19,6 +19,6 @@ Status LoadLlama(const gguf::File& f, HParams* hp) {
 }
 }  // namespace
 
-const ArchDef kLlamaArch = {"llama", BlockFamily::kDenseDecoder, LoadLlama};
+const ArchDef kLlamaArch = {"llama", LoadLlama, NewLlamaFamily};
 
 }  // namespace shoal

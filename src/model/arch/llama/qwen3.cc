@@ -1,5 +1,5 @@
 // Architecture "qwen3": Qwen3 dense (per-head RMSNorm of q and k before RoPE "neox"; no biases).
-#include "arch/arch.h"
+#include "model/arch/llama/llama_family.h"
 
 namespace shoal {
 namespace {
@@ -10,6 +10,6 @@ Status LoadQwen3(const gguf::File& f, HParams* hp) {
 }
 }  // namespace
 
-const ArchDef kQwen3Arch = {"qwen3", BlockFamily::kDenseDecoder, LoadQwen3};
+const ArchDef kQwen3Arch = {"qwen3", LoadQwen3, NewLlamaFamily};
 
 }  // namespace shoal

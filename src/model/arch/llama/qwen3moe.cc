@@ -1,6 +1,6 @@
 // Architecture "qwen3moe": Qwen3 attention (per-head q/k RMSNorm, RoPE "neox") with an MoE
 // feed-forward in every layer: softmax router, top-k, weights renormalised (norm_topk_prob).
-#include "arch/arch.h"
+#include "model/arch/llama/llama_family.h"
 
 namespace shoal {
 namespace {
@@ -20,6 +20,6 @@ Status LoadQwen3Moe(const gguf::File& f, HParams* hp) {
 }
 }  // namespace
 
-const ArchDef kQwen3MoeArch = {"qwen3moe", BlockFamily::kDenseDecoder, LoadQwen3Moe};
+const ArchDef kQwen3MoeArch = {"qwen3moe", LoadQwen3Moe, NewLlamaFamily};
 
 }  // namespace shoal

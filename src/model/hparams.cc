@@ -1,5 +1,5 @@
 // Common hyper-parameter reading and validation.
-#include "arch/hparams.h"
+#include "model/hparams.h"
 
 #include <fmt/format.h>
 

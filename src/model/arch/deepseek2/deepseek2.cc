@@ -1,6 +1,6 @@
-// deepseek2 decoder forward: embeddings -> [MLA + (dense FFN | routed + shared experts)] x
-// layers -> norm -> logits.
-#include "model/mla_decoder.h"
+// Architecture "deepseek2": its hyper-parameter rules and its layer, x += MLA(rmsnorm(x));
+// x += dense FFN (leading layers) or routed + shared experts (rmsnorm(x)).
+#include "model/arch/deepseek2/deepseek2.h"
 
 #include <fmt/format.h>
 
@@ -10,6 +10,7 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "model/mla_attention.h"
+#include "model/model.h"
 #include "model/moe.h"
 #include "model/weights.h"
 
@@ -30,6 +31,19 @@ MlaScales DeepseekScales(const HParams& hp) {
 
 namespace {
 
+// Hyper-parameters after ReadCommonHParams.
+Status LoadDeepseek2HParams(const gguf::File& f, HParams* hp) {
+  hp->rope_type = RopeType::kNorm;
+  SHOAL_RETURN_IF_ERROR(ReadMlaHParams(f, hp));
+  SHOAL_RETURN_IF_ERROR(ReadMoeHParams(f, hp));
+  if (hp->n_expert == 0) return Errorf("{}: deepseek2 without expert_count", f.path());
+  // llama.cpp: files older than expert_gating_func used softmax.
+  if (!f.Find("deepseek2.expert_gating_func")) hp->gating = GatingFunc::kSoftmax;
+  if (hp->n_expert_shared > 0 && hp->n_ff_exp <= 0)
+    return Errorf("{}: shared experts without expert_feed_forward_length", f.path());
+  return Status::Ok();
+}
+
 using kernels::MatrixView;
 
 struct Layer {
@@ -46,7 +60,7 @@ void Grow(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
-class MlaDecoder final : public Model {
+class Deepseek2 final : public Model {
  private:
   Status LoadLayers(const gguf::File& f, const LoadOptions& opt) override;
   void BeginStep(const Batch& b) override;
@@ -62,7 +76,7 @@ class MlaDecoder final : public Model {
   FfnScratch ffn_s_;
 };
 
-Status MlaDecoder::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
+Status Deepseek2::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
   const HParams& hp = hp_;
   const int64_t E = hp.n_embd;
   for (int il = first_; il < last_; ++il) {
@@ -98,7 +112,7 @@ Status MlaDecoder::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
   return Status::Ok();
 }
 
-void MlaDecoder::BeginStep(const Batch& b) {
+void Deepseek2::BeginStep(const Batch& b) {
   const HParams& hp = hp_;
   const int64_t n = b.n_rows(), E = hp.n_embd;
   Grow(xn_, n * E);
@@ -111,7 +125,7 @@ void MlaDecoder::BeginStep(const Batch& b) {
                          &rope_[static_cast<size_t>((c.row0 + i) * hp.n_rot)]);
 }
 
-void MlaDecoder::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) {
+void Deepseek2::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) {
   const HParams& hp = hp_;
   const int64_t n = b.n_rows(), E = hp.n_embd;
   float* xn = xn_.data();
@@ -135,8 +149,10 @@ void MlaDecoder::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* p
   kernels::AddInPlace(x, tmp_.data(), n * E);
 }
 
+std::unique_ptr<Model> NewDeepseek2() { return std::make_unique<Deepseek2>(); }
+
 }  // namespace
 
-std::unique_ptr<Model> NewMlaDecoder() { return std::make_unique<MlaDecoder>(); }
+const ArchDef kDeepseek2Arch = {"deepseek2", LoadDeepseek2HParams, NewDeepseek2};
 
 }  // namespace shoal

@@ -1,15 +1,12 @@
-// Forward pass of the deepseek2 family (DeepSeek-V2/V3, Kimi K2): latent attention, leading
-// dense layers, then routed experts (sigmoid or softmax gating, score bias) plus shared experts.
+// Architecture "deepseek2": DeepSeek-V2/V3 and Kimi K2 (multi-head latent attention, leading
+// dense layers, then routed experts with sigmoid or softmax gating plus shared experts, YaRN).
 #pragma once
 
-#include <memory>
-
-#include "model/model.h"
+#include "model/arch/arch.h"
 
 namespace shoal {
 
-// A model whose layers are deepseek2 blocks (Model::Load fills it).
-std::unique_ptr<Model> NewMlaDecoder();
+extern const ArchDef kDeepseek2Arch;
 
 // llama.cpp's YaRN pre-scaling for deepseek2 (llama-context + models/deepseek2.cpp): the rope
 // attn_factor cancels ggml's own 1 + 0.1 ln(1/freq_scale), and the KQ scale carries
