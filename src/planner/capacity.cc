@@ -162,35 +162,53 @@ int32_t PipelineGroups(const ModelProfile& p, const CapacityOptions& o, double s
   return static_cast<int32_t>(std::max(1.0, std::min(g, seqs)));
 }
 
-void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
-  const PlanConfig& c = r->config;
-  const double b_r = c.max_num_seqs;
+// One decode pass of `mb` sequences through every stage.
+struct DecodePass {
+  double latency_s = 0;    // summed over the stages
+  double busy_s = 0;       // the busiest stage's occupancy
+  double sum_busy_s = 0;   // every stage's occupancy, for shared cores
+  size_t busiest = 0;      // that stage's index
+  const char* bound = "";  // and what binds it
+};
+
+DecodePass PriceDecodePass(const ModelProfile& p, const NodeInfo& node, const CapacityReport& r,
+                           double mb) {
+  DecodePass out;
+  for (size_t i = 0; i < r.stages.size(); ++i) {
+    const StepCost s = StageDecodeCost(p, node, r.config, r.stages[i], mb);
+    out.latency_s += s.latency_s;
+    out.sum_busy_s += s.busy_s;
+    if (s.busy_s > out.busy_s) {
+      out.busy_s = s.busy_s;
+      out.bound = s.bound;
+      out.busiest = i;
+    }
+  }
+  return out;
+}
+
+// A decode round (one token for every sequence of a replica) as PriceDecode prices it, and
+// what the closed-loop pricing reuses.
+struct DecodeRound {
+  DevicePreset run;         // the device as each stage runs it (co-running, or alone)
+  bool co_running = false;  // stages share one machine and overlap their groups' steps
+  double cores = 0;         // min(host_cores, stages), with host_cores > 0
+  double trip = 0;          // one group step's work, every stage
+  double cycle = 0;         // seconds per round
+};
+
+// Groups, micro-batches, the round's length, the decode rates, the bubble and what binds.
+DecodeRound PriceDecode(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
+  const double b_r = r->config.max_num_seqs;
   const double S = static_cast<double>(r->stages.size());
   r->groups = PipelineGroups(p, r->opt, S, b_r);
+  DecodeRound round;
   // Stages that share one machine (--host-cores) and overlap their groups' steps compute at the
   // same time and share its memory bus: priced on the node as it runs beside the others.
-  const bool co_running = r->opt.host_cores > 0 && r->groups > 1 && S > 1;
-  const double cores = std::min<double>(r->opt.host_cores, S);  // with host_cores > 0
-  DevicePreset run = d;
-  if (co_running) run.node = CoRunning(d.node);
-  // Per stage, the decode of `mb` sequences: summed latency and the busiest occupancy.
-  double sum_busy = 0;  // of the last pass: all stages' occupancy, for shared cores
-  auto pass = [&](const NodeInfo& node, double mb, double* lat, double* busy, size_t* busiest,
-                  const char** bound) {
-    *lat = 0;
-    *busy = 0;
-    sum_busy = 0;
-    for (size_t i = 0; i < r->stages.size(); ++i) {
-      const StepCost s = StageDecodeCost(p, node, c, r->stages[i], mb);
-      *lat += s.latency_s;
-      sum_busy += s.busy_s;
-      if (s.busy_s > *busy) {
-        *busy = s.busy_s;
-        if (bound) *bound = s.bound;
-        if (busiest) *busiest = i;
-      }
-    }
-  };
+  round.co_running = r->opt.host_cores > 0 && r->groups > 1 && S > 1;
+  round.cores = std::min<double>(r->opt.host_cores, S);  // with host_cores > 0
+  round.run = d;
+  if (round.co_running) round.run.node = CoRunning(d.node);
   const double ovh = r->opt.step_overhead_s;
   // G groups of b_r / G sequences, each group step cut into m_g micro-batches (the cluster runtime:
   // one micro-batch per group step once groups fill the pipeline, else stages / groups). A group's
@@ -200,37 +218,91 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   const double m_g = G > 1 ? std::max(1.0, std::floor(S / G)) : std::min(S, b_r);
   r->micro_batches = static_cast<int32_t>(G * m_g);
   r->micro_batch = std::ceil(b_r / r->micro_batches);
-  double sum_lat = 0, max_busy = 0, single = 0, unused = 0;
-  const char* bound = "";
-  size_t busiest = 0;
-  pass(run.node, r->micro_batch, &sum_lat, &max_busy, &busiest, &bound);
+  const DecodePass mb = PriceDecodePass(p, round.run.node, *r, r->micro_batch);
   // Stages sharing C cores: a round's G m_g micro-batches through every stage, and the
   // coordinator's overhead after each of the G group steps, on min(C, S) cores.
-  const double trip = m_g * sum_busy + ovh;  // one group step's work, every stage
-  const double shared = r->opt.host_cores > 0 ? G * trip / cores : 0;
-  pass(d.node, 1, &single, &unused, nullptr, nullptr);  // one sequence runs alone
-  const double group_step = sum_lat + (m_g - 1) * max_busy + ovh;
-  const double full = std::max(G * m_g * max_busy, shared);
-  const double cycle = std::max(group_step, full);
+  round.trip = m_g * mb.sum_busy_s + ovh;
+  const double shared = r->opt.host_cores > 0 ? G * round.trip / round.cores : 0;
+  const double single = PriceDecodePass(p, d.node, *r, 1).latency_s;  // one sequence alone
+  const double group_step = mb.latency_s + (m_g - 1) * mb.busy_s + ovh;
+  const double full = std::max(G * m_g * mb.busy_s, shared);
+  round.cycle = std::max(group_step, full);
   // The ideal pipeline for comparison: min(stages, sequences) groups of one micro-batch each.
   const double m_ideal = std::min(S, b_r);
-  double lat_i = 0, busy_i = 0;
-  pass(run.node, std::ceil(b_r / m_ideal), &lat_i, &busy_i, nullptr, nullptr);
-  const double overlap_cycle = std::max(lat_i, m_ideal * busy_i) + ovh;
-  r->decode_tps_stream = 1.0 / cycle;
+  const DecodePass ideal = PriceDecodePass(p, round.run.node, *r, std::ceil(b_r / m_ideal));
+  const double overlap_cycle = std::max(ideal.latency_s, m_ideal * ideal.busy_s) + ovh;
+  r->decode_tps_stream = 1.0 / round.cycle;
   r->decode_tps_single = 1.0 / (single + ovh);
-  r->decode_tps_aggregate = static_cast<double>(r->replicas) * b_r / cycle;
+  r->decode_tps_aggregate = static_cast<double>(r->replicas) * b_r / round.cycle;
   r->decode_tps_overlap = static_cast<double>(r->replicas) * b_r / overlap_cycle;
-  r->bubble = cycle > 0 ? std::max(0.0, 1.0 - full / cycle) : 0;
-  const StageSpec& bs = r->stages[busiest];
+  r->bubble = round.cycle > 0 ? std::max(0.0, 1.0 - full / round.cycle) : 0;
+  const StageSpec& bs = r->stages[mb.busiest];
   if (r->bubble < 0.05 || r->stages.size() == 1) {
-    r->binding = fmt::format("{} of stage {} (layers [{}, {}))", bound, busiest, bs.first_layer,
-                             bs.last_layer);
+    r->binding = fmt::format("{} of stage {} (layers [{}, {}))", mb.bound, mb.busiest,
+                             bs.first_layer, bs.last_layer);
   } else {
     r->binding = fmt::format(
         "latency: {} micro-batch{} in a {}-stage pipeline (bubbles: {:.0f}% of stage time idle)",
         r->micro_batches, r->micro_batches == 1 ? "" : "es", r->stages.size(), 100.0 * r->bubble);
   }
+  return round;
+}
+
+// Closed loop: a replica's b_r requests start together, their prompts are prefilled (whole
+// chunks packed up to max_batched_tokens a step), then output - 1 decode steps of b_r. Sets
+// the batch TTFT, the request time and the served tokens/s; r->ttft_s is already set.
+void PriceClosedLoop(const ModelProfile& p, const DecodeRound& round, double prompt,
+                     CapacityReport* r) {
+  const double b_r = r->config.max_num_seqs;
+  const double G = r->groups;
+  const DevicePreset& run = round.run;
+  const double first = PrefillSeconds(p, run, *r, prompt, 1);  // one prompt alone
+  if (r->groups > 1 || b_r <= 1) {
+    // The groups' prompts follow each other through the stages, the k-th one's first token
+    // k - 1 gaps after the first's (PrefillSeconds is linear in the prompts here), so the
+    // mean TTFT is halfway between the first and the last. (The last one's, reported as TTFT
+    // before, read 962 ms for 2 stages x 4 in flight where the requests' mean was 644.)
+    r->prefill_batch_s = PrefillSeconds(p, run, *r, prompt, b_r);
+    r->ttft_batch_s = (first + r->prefill_batch_s) / 2;
+    r->request_s = r->prefill_batch_s + (r->opt.output - 1) * round.cycle;
+    if (round.co_running) {
+      // Shared cores, overlapped groups, requests arriving as others finish: a new prompt's
+      // step holds each stage in turn for its whole prompt, and the other groups' decode
+      // steps queue behind it there. Beside it they do the rest of the trip they were on
+      // (half, on average) and one trip in its wake (its stage's queue runs while it
+      // computes at the next stage): 1.5 group steps each. The rest of the decode work
+      // shares the cores. 4 stages x 4 in flight on 2 cores (Zen 5 host): 9-12% idle, 1.2-1.4
+      // s a wave of 4 requests, against 1.1 s priced with the cores packed; this prices 1.39.
+      // A prompt co-runs (`first`, on the co-running node) only while those trips run on the
+      // other cores, and alone (r->ttft_s) the rest of its time: 4 x 4 reads 4.5 trips of
+      // ~14 ms beside a prompt of ~150 ms. Priced co-running all through, that row read
+      // -3.9 +- 2.9% over 18 stored calibration runs.
+      const double cores = round.cores;
+      const double decode_work = (r->opt.output - 1) * G * round.trip;
+      const double beside = std::min(decode_work, b_r * (G - 1) * 1.5 * round.trip);
+      const double overlap =
+          cores > 1 ? std::min(1.0, beside / b_r / ((cores - 1) * r->ttft_s)) : 0.0;
+      const double prompt_s = r->ttft_s + overlap * (first - r->ttft_s);
+      r->request_s = std::max(r->request_s, b_r * prompt_s + (decode_work - beside) / cores);
+    }
+  } else {
+    // One group: the requests reach the server one after another and an idle engine steps
+    // at the first, so its prompt is prefilled alone and the other b_r - 1 together in the
+    // next step (as the sim and `shoal serve` do). TTFT is the mean over the b_r requests;
+    // the round lasts until the second step is done. Pricing all b_r as one step gave 1
+    // stage x 4 in flight a TTFT of 917 ms against 825 measured (sim 667).
+    const double rest = PrefillSeconds(p, run, *r, prompt, b_r - 1);
+    r->ttft_batch_s = (first + (b_r - 1) * (first + rest)) / b_r;
+    r->prefill_batch_s = first + rest;
+    r->request_s = r->prefill_batch_s + (r->opt.output - 1) * round.cycle;
+  }
+  r->served_tps = static_cast<double>(r->replicas) * b_r * r->opt.output / r->request_s;
+}
+
+// Decode, prefill and (with opt.output) closed-loop speed, power and cost.
+void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
+  const PlanConfig& c = r->config;
+  const DecodeRound round = PriceDecode(p, d, r);
   const double prompt = r->opt.prompt > 0 ? r->opt.prompt : std::max(1, r->opt.context / 2);
   const double chunk = std::min<double>(c.max_batched_tokens, prompt);
   double pre_busy = 0;
@@ -239,50 +311,7 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
   r->prefill_tps = static_cast<double>(r->replicas) * chunk / pre_busy;
   // The prefill step samples the first token.
   r->ttft_s = PrefillSeconds(p, d, *r, prompt, 1);
-  if (r->opt.output > 0) {
-    // Closed loop: a replica's b_r requests start together, their prompts are prefilled (whole
-    // chunks packed up to max_batched_tokens a step), then output - 1 decode steps of b_r.
-    const double first = PrefillSeconds(p, run, *r, prompt, 1);  // one prompt alone
-    if (r->groups > 1 || b_r <= 1) {
-      // The groups' prompts follow each other through the stages, the k-th one's first token
-      // k - 1 gaps after the first's (PrefillSeconds is linear in the prompts here), so the
-      // mean TTFT is halfway between the first and the last. (The last one's, reported as TTFT
-      // before, read 962 ms for 2 stages x 4 in flight where the requests' mean was 644.)
-      r->prefill_batch_s = PrefillSeconds(p, run, *r, prompt, b_r);
-      r->ttft_batch_s = (first + r->prefill_batch_s) / 2;
-      r->request_s = r->prefill_batch_s + (r->opt.output - 1) * cycle;
-      if (co_running) {
-        // Shared cores, overlapped groups, requests arriving as others finish: a new prompt's
-        // step holds each stage in turn for its whole prompt, and the other groups' decode
-        // steps queue behind it there. Beside it they do the rest of the trip they were on
-        // (half, on average) and one trip in its wake (its stage's queue runs while it
-        // computes at the next stage): 1.5 group steps each. The rest of the decode work
-        // shares the cores. 4 stages x 4 in flight on 2 cores (Zen 5 host): 9-12% idle, 1.2-1.4
-        // s a wave of 4 requests, against 1.1 s priced with the cores packed; this prices 1.39.
-        // A prompt co-runs (`first`, on the co-running node) only while those trips run on the
-        // other cores, and alone (r->ttft_s) the rest of its time: 4 x 4 reads 4.5 trips of
-        // ~14 ms beside a prompt of ~150 ms. Priced co-running all through, that row read
-        // -3.9 +- 2.9% over 18 stored calibration runs.
-        const double decode_work = (r->opt.output - 1) * G * trip;
-        const double beside = std::min(decode_work, b_r * (G - 1) * 1.5 * trip);
-        const double overlap =
-            cores > 1 ? std::min(1.0, beside / b_r / ((cores - 1) * r->ttft_s)) : 0.0;
-        const double prompt_s = r->ttft_s + overlap * (first - r->ttft_s);
-        r->request_s = std::max(r->request_s, b_r * prompt_s + (decode_work - beside) / cores);
-      }
-    } else {
-      // One group: the requests reach the server one after another and an idle engine steps
-      // at the first, so its prompt is prefilled alone and the other b_r - 1 together in the
-      // next step (as the sim and `shoal serve` do). TTFT is the mean over the b_r requests;
-      // the round lasts until the second step is done. Pricing all b_r as one step gave 1
-      // stage x 4 in flight a TTFT of 917 ms against 825 measured (sim 667).
-      const double rest = PrefillSeconds(p, run, *r, prompt, b_r - 1);
-      r->ttft_batch_s = (first + (b_r - 1) * (first + rest)) / b_r;
-      r->prefill_batch_s = first + rest;
-      r->request_s = r->prefill_batch_s + (r->opt.output - 1) * cycle;
-    }
-    r->served_tps = static_cast<double>(r->replicas) * b_r * r->opt.output / r->request_s;
-  }
+  if (r->opt.output > 0) PriceClosedLoop(p, round, prompt, r);
   r->power_w = d.power_w * static_cast<double>(r->nodes_used);
   r->cost_usd = d.price_usd * static_cast<double>(r->nodes_used);
   r->joules_per_token = r->power_w > 0 ? r->power_w / r->decode_tps_aggregate : 0;

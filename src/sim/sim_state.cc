@@ -32,14 +32,7 @@ Dist Summarize(std::vector<double> v) {
   return d;
 }
 
-}  // namespace
-
-Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& d,
-                   const SimOptions& o) {
-  opt = o;
-  model = m;
-  device = d;
-  rng.seed(o.seed);
+Status CheckOptions(const SimOptions& o) {
   if (o.nodes < 1) return Errorf("sim: --nodes must be >= 1");
   if (o.lanes < 0) return Errorf("sim: --lanes must be >= 0");
   if (o.workload.in < 1 || o.workload.out < 1 || !(o.workload.rate > 0))
@@ -52,8 +45,20 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
                   o.link_cpu_send_share);
   if (o.context < o.workload.in + o.workload.out)
     return Errorf("sim: --context {} < in + out = {}", o.context, o.workload.in + o.workload.out);
-  // One replica sized for 64 sequences (or its share of --concurrency; 64 keeps a pipeline of
-  // up to 64 stages full), then as many replicas as the nodes hold; the rest are spares.
+  return Status::Ok();
+}
+
+// One replica's plan and how many replicas the nodes hold.
+struct ReplicaPlan {
+  planner::CapacityReport plan;
+  int64_t replicas = 0;
+  int32_t concurrency = 0;  // sequences per replica
+};
+
+// One replica sized for 64 sequences (or its share of --concurrency; 64 keeps a pipeline of
+// up to 64 stages full), then as many replicas as the nodes hold; the rest are spares.
+Result<ReplicaPlan> PlanReplicas(const planner::ModelProfile& m, const planner::DevicePreset& d,
+                                 const SimOptions& o) {
   constexpr int32_t kDefaultSeqsPerReplica = 64;
   planner::CapacityOptions co;
   co.context = o.context;
@@ -67,18 +72,89 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   co.pipeline_groups = o.pipeline_groups;
   co.host_cores = o.host_cores;
   co.link_dtype = o.link_dtype;
-  SHOAL_ASSIGN_OR_RETURN(planner::CapacityReport one, planner::PlanCapacity(m, d, co));
-  const int64_t reps = o.nodes / one.nodes_per_replica;
-  if (reps < 1)
+  ReplicaPlan rp;
+  SHOAL_ASSIGN_OR_RETURN(rp.plan, planner::PlanCapacity(m, d, co));
+  rp.replicas = o.nodes / rp.plan.nodes_per_replica;
+  if (rp.replicas < 1)
     return Errorf("sim: {} needs {} x {} per replica, only {} given", m.hp.name,
-                  one.nodes_per_replica, d.name, o.nodes);
+                  rp.plan.nodes_per_replica, d.name, o.nodes);
   // --concurrency is the total: each replica is planned for its share (a closed loop's B and
   // the default are per replica already).
   if (o.concurrency > 0) {
-    co.concurrency = std::max<int32_t>(1, static_cast<int32_t>(o.concurrency / reps));
-    SHOAL_ASSIGN_OR_RETURN(one, planner::PlanCapacity(m, d, co));
+    co.concurrency = std::max<int32_t>(1, static_cast<int32_t>(o.concurrency / rp.replicas));
+    SHOAL_ASSIGN_OR_RETURN(rp.plan, planner::PlanCapacity(m, d, co));
   }
-  plan = one;
+  rp.concurrency = co.concurrency;
+  return rp;
+}
+
+// s->opt.lanes lanes per replica, each with its share of `concurrency` sequences, its KV pool
+// and the real Scheduler.
+void AddLanes(State* s, int64_t reps, int32_t concurrency) {
+  const int32_t per_lane = std::max(1, (concurrency + s->opt.lanes - 1) / s->opt.lanes);
+  const int32_t blocks = per_lane * ((s->opt.context + kBlockSize - 1) / kBlockSize);
+  s->replicas.resize(static_cast<size_t>(reps));
+  for (int32_t r = 0; r < reps; ++r) {
+    s->replicas[static_cast<size_t>(r)].index = r;
+    for (int32_t k = 0; k < s->opt.lanes; ++k) {
+      Lane& L = s->lanes.emplace_back();
+      L.rep = &s->replicas[static_cast<size_t>(r)];
+      L.max_seqs = per_lane;
+      L.alloc = std::make_unique<BlockAllocator>(blocks);
+      SchedConfig sc;
+      sc.block_size = kBlockSize;
+      sc.max_num_seqs = per_lane;
+      sc.max_num_batched_tokens = s->plan.config.max_batched_tokens;
+      sc.max_model_len = s->opt.context;
+      sc.tiled_prompt_min = 0;
+      L.sched = std::make_unique<Scheduler>(sc, L.alloc.get(), &L.clock);
+    }
+  }
+}
+
+// The workload's requests, queued round-robin on the lanes.
+void AddRequests(State* s, int64_t reps) {
+  const Workload& w = s->opt.workload;
+  auto add = [&](double t, bool queue) {
+    SimRequest q;
+    q.id = static_cast<int64_t>(s->requests.size());
+    q.arrival = t;
+    q.tokens.assign(static_cast<size_t>(w.in), 1);
+    if (queue) s->lanes[static_cast<size_t>(q.id) % s->lanes.size()].queue.push_back(q.id);
+    s->requests.push_back(std::move(q));
+  };
+  if (s->report.closed) {
+    // Closed loop (as `shoal bench serve --max-concurrency B`): B requests at the start, dealt
+    // round-robin; each completion sends the next one on the same lane. They reach the server
+    // one after another (one client thread), and an idle engine steps as soon as the first is
+    // there: that step holds the first prompt alone and the next step the others, as on a real
+    // server, where pricing them as one step at t = 0 gave a TTFT of the whole batch to all.
+    const int64_t b = static_cast<int64_t>(w.closed) * reps;
+    const int64_t n = w.requests > 0 ? std::min(b, w.requests) : b;
+    for (int64_t i = 0; i < n; ++i) add(static_cast<double>(i) * kClientGapS, true);
+  } else {
+    // Poisson arrivals over the run, dealt round-robin to the lanes.
+    std::exponential_distribution<double> gap(w.rate);
+    double t = gap(s->rng);
+    while (t < s->opt.duration_s) {
+      add(t, true);
+      t += gap(s->rng);
+    }
+  }
+}
+
+}  // namespace
+
+Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& d,
+                   const SimOptions& o) {
+  opt = o;
+  model = m;
+  device = d;
+  rng.seed(o.seed);
+  SHOAL_RETURN_IF_ERROR(CheckOptions(o));
+  SHOAL_ASSIGN_OR_RETURN(const ReplicaPlan rp, PlanReplicas(m, d, o));
+  const int64_t reps = rp.replicas;
+  plan = rp.plan;
   stages = plan.stages;
   // As the planner prices it: stages sharing one machine whose groups overlap compute beside
   // each other, on the node as it runs then (planner::CoRunning).
@@ -101,53 +177,11 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
 
   // Lanes = micro-batches in flight per replica (the planner's count: min(stages, sequences)).
   opt.lanes = o.lanes > 0 ? o.lanes : std::max(1, plan.micro_batches);
-  const int32_t per_lane = std::max(1, (co.concurrency + opt.lanes - 1) / opt.lanes);
-  const int32_t blocks = per_lane * ((o.context + kBlockSize - 1) / kBlockSize);
-  replicas.resize(static_cast<size_t>(reps));
-  for (int32_t r = 0; r < reps; ++r) {
-    replicas[static_cast<size_t>(r)].index = r;
-    for (int32_t k = 0; k < opt.lanes; ++k) {
-      Lane& L = lanes.emplace_back();
-      L.rep = &replicas[static_cast<size_t>(r)];
-      L.max_seqs = per_lane;
-      L.alloc = std::make_unique<BlockAllocator>(blocks);
-      SchedConfig sc;
-      sc.block_size = kBlockSize;
-      sc.max_num_seqs = per_lane;
-      sc.max_num_batched_tokens = plan.config.max_batched_tokens;
-      sc.max_model_len = o.context;
-      sc.tiled_prompt_min = 0;
-      L.sched = std::make_unique<Scheduler>(sc, L.alloc.get(), &L.clock);
-    }
-  }
+  AddLanes(this, reps, rp.concurrency);
   report.lanes = static_cast<int64_t>(lanes.size());
-  auto add = [&](double t, bool queue) {
-    SimRequest q;
-    q.id = static_cast<int64_t>(requests.size());
-    q.arrival = t;
-    q.tokens.assign(static_cast<size_t>(o.workload.in), 1);
-    if (queue) lanes[static_cast<size_t>(q.id) % lanes.size()].queue.push_back(q.id);
-    requests.push_back(std::move(q));
-  };
-  if (report.closed) {
-    // Closed loop (as `shoal bench serve --max-concurrency B`): B requests at the start, dealt
-    // round-robin; each completion sends the next one on the same lane. They reach the server
-    // one after another (one client thread), and an idle engine steps as soon as the first is
-    // there: that step holds the first prompt alone and the next step the others, as on a real
-    // server, where pricing them as one step at t = 0 gave a TTFT of the whole batch to all.
-    const int64_t b = static_cast<int64_t>(o.workload.closed) * reps;
-    const int64_t n = o.workload.requests > 0 ? std::min(b, o.workload.requests) : b;
-    for (int64_t i = 0; i < n; ++i) add(static_cast<double>(i) * kClientGapS, true);
-  } else {
-    // Poisson arrivals over the run, dealt round-robin to the lanes.
-    std::exponential_distribution<double> gap(o.workload.rate);
-    double t = gap(rng);
-    while (t < o.duration_s) {
-      add(t, true);
-      t += gap(rng);
-    }
-  }
+  AddRequests(this, reps);
   report.requests_arrived = static_cast<int64_t>(requests.size());
+  // Each stage's decode cost for every batch the lanes can step, priced once.
   const size_t max_tokens = static_cast<size_t>(plan.config.max_batched_tokens) + 1;
   decode_cost.assign(stages.size(), std::vector<planner::StepCost>(max_tokens));
   for (size_t i = 0; i < stages.size(); ++i)
