@@ -1,8 +1,12 @@
 // Highway dynamic-dispatch unit: compiles the SIMD kernels once per x86 target (AVX3_DL, AVX3,
 // AVX2, SSE4, SSSE3, scalar) and picks the best one at runtime. The float dot products (F32,
 // F16, BF16) and the Q8_0 activation quantizer are portable Highway code for every target; the
-// int8 block dot products of all quant formats are raw AVX2 intrinsics (simd_x86-inl.h,
-// simd_x86_more-inl.h), used on the AVX2 and AVX-512 targets (elsewhere: the references).
+// int8 block dot products of all quant formats are raw AVX2 intrinsics, used on the AVX2 and
+// AVX-512 targets (elsewhere: the references): simd_x86-inl.h (helpers, the block driver, Q8_0,
+// Q4_0, Q4_K, Q6_K), simd_x86_q4_1_q5_mxfp4-inl.h (Q4_1, Q5_0, Q5_1, MXFP4) and
+// simd_x86_q2_k_q3_k_q5_k-inl.h. On the AVX-512 targets 512-bit single-row kernels take over the
+// K-quants (simd_x86_512-inl.h: Q4_K, Q5_K, Q6_K, and on AVX3_DL Q4_0 and MXFP4 on prepared
+// activations; simd_x86_512_q2_k_q3_k-inl.h: Q2_K, Q3_K).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -20,11 +24,12 @@
 #include "kernels/quant_internal.h"
 #include "kernels/simd.h"
 #include "kernels/simd_x86-inl.h"
-#include "kernels/simd_x86_more-inl.h"
+#include "kernels/simd_x86_q2_k_q3_k_q5_k-inl.h"
+#include "kernels/simd_x86_q4_1_q5_mxfp4-inl.h"
 
 // After the 256-bit kernels, whose block formats it reuses for tails.
 #include "kernels/simd_x86_512-inl.h"
-#include "kernels/simd_x86_512_low-inl.h"
+#include "kernels/simd_x86_512_q2_k_q3_k-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace shoal::kernels::HWY_NAMESPACE {

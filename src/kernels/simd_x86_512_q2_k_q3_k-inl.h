@@ -4,11 +4,11 @@
 // Same bits as internal::DotQ2_K / DotQ3_K (quant_k.cc): exact int32 sums, the same floats.
 // Included by simd.cc once per target, after simd_x86_512-inl.h.
 
-#if defined(SHOAL_KERNELS_SIMD_X86_512_LOW_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef SHOAL_KERNELS_SIMD_X86_512_LOW_INL_H_
-#undef SHOAL_KERNELS_SIMD_X86_512_LOW_INL_H_
+#if defined(SHOAL_KERNELS_SIMD_X86_512_Q2_K_Q3_K_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SHOAL_KERNELS_SIMD_X86_512_Q2_K_Q3_K_INL_H_
+#undef SHOAL_KERNELS_SIMD_X86_512_Q2_K_Q3_K_INL_H_
 #else
-#define SHOAL_KERNELS_SIMD_X86_512_LOW_INL_H_
+#define SHOAL_KERNELS_SIMD_X86_512_Q2_K_Q3_K_INL_H_
 #endif
 
 #include <immintrin.h>
