@@ -110,7 +110,7 @@ void RunMla(const HParams& hp, const MlaWeights& w, const MlaOptions& opt, const
   Grow(s->scratch, static_cast<int64_t>(per_thread) * n_threads);
   const bool tiled_ok = kernels::TiledNumericsApply(static_cast<int>(R));
   // (row, head) tasks; each row's heads split over the threads, rotating row by row (as the
-  // dense decoder does, so causal prompts balance).
+  // llama-family attention does, so causal prompts balance).
   auto work = [&](int t, int nt) {
     float* scratch = s->scratch.data() + per_thread * static_cast<size_t>(t);
     size_t ci = 0;
