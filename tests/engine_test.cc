@@ -137,9 +137,9 @@ class EngineTest : public ::testing::Test {
 };
 LoadedModel* EngineTest::model_ = nullptr;
 
-// A local executor that "loses a node" before the steps in `losses`: it throws its KV pool and
-// swap space away (a fresh, zeroed pool), bumps kv_epoch and fails that step, as a distributed
-// executor does after re-planning over the survivors.
+// A local executor that "loses a node" at the steps in `losses`: it throws its KV pool and swap
+// space away (a fresh, zeroed pool), ignores submits until the loss is collected and reports it
+// as KvLost, as a distributed executor does after re-planning over the survivors.
 class LosingExecutor final : public Executor {
  public:
   LosingExecutor(Model* model, const EngineConfig& cfg, int32_t n_blocks, std::vector<int> losses)
@@ -147,32 +147,29 @@ class LosingExecutor final : public Executor {
     Fresh();
   }
   int64_t n_vocab() const override { return inner_->n_vocab(); }
-  Status Run(const Batch& batch, std::vector<float>* logits) override {
+  Status Submit(const StepInput& in) override {
+    if (lost_) return Status::Ok();
     if (std::find(losses_.begin(), losses_.end(), step_++) != losses_.end()) {
       Fresh();
-      ++epoch_;
-      return Errorf("node lost (test)");
+      lost_ = KvLost{++epoch_, "node lost (test)"};
+      return Status::Ok();
     }
-    return inner_->Run(batch, logits);
+    return inner_->Submit(in);
   }
-  Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
-                    std::span<const BlockCopy> swap_in) override {
-    return inner_->CopyBlocks(swap_out, copies, swap_in);
+  Status Collect(StepOutput* out) override {
+    if (!lost_) return inner_->Collect(out);
+    out->logits.clear();
+    out->kv_lost = std::move(lost_);
+    lost_.reset();
+    return Status::Ok();
   }
-  uint64_t kv_epoch() const override { return epoch_; }
 
  private:
   void Fresh() {
-    auto kv = KvStore::Create(model_->MakeKvLayout(n_blocks_, cfg_.block_size, cfg_.kv_dtype));
-    SHOAL_CHECK(kv.ok());
-    std::optional<KvStore> swap;
-    if (cfg_.swap_blocks > 0) {
-      auto sw =
-          KvStore::Create(model_->MakeKvLayout(cfg_.swap_blocks, cfg_.block_size, cfg_.kv_dtype));
-      SHOAL_CHECK(sw.ok());
-      swap = std::move(*sw);
-    }
-    inner_ = std::make_unique<LocalExecutor>(model_, std::move(*kv), std::move(swap), 1);
+    auto st =
+        Stage::Create(model_, {n_blocks_, cfg_.block_size, cfg_.kv_dtype, 0, cfg_.swap_blocks}, 1);
+    SHOAL_CHECK(st.ok());
+    inner_ = std::make_unique<LocalExecutor>(std::move(*st));
   }
   Model* model_;
   EngineConfig cfg_;
@@ -181,6 +178,7 @@ class LosingExecutor final : public Executor {
   std::unique_ptr<LocalExecutor> inner_;
   int step_ = 0;
   uint64_t epoch_ = 0;
+  std::optional<KvLost> lost_;
 };
 
 TEST_F(EngineTest, SameTokensAloneOrAmong63Others) {

@@ -7,24 +7,27 @@
 #include <optional>
 #include <thread>
 
-#include "cli/cluster_view.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/serve.h"
+#include "cluster/cluster_engine.h"
 #include "cluster/cluster_file.h"
 #include "cluster/failover_executor.h"
 #include "cluster/remote_executor.h"
 #include "io/mapped_file.h"
 #include "net/link_cipher.h"
 #include "planner/model_profile.h"
+#include "server/served_model.h"
 #include "server/server.h"
 
 namespace shoal::cli {
 namespace {
 
-// The cluster side of `serve --nodes`: the nodes, standbys, key and plan sizes.
-Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, cluster::FailoverOptions* fo,
-                    std::optional<net::ClusterKey>* key) {
+// The cluster side of `serve --nodes`: the nodes, standbys, key, link types and failure
+// detection (the plan's sizes come from the engine config: cluster::SetPlanSizes).
+Result<server::PipelineOptions> ClusterSetup(const ServeArgs& a) {
+  cluster::FailoverOptions failover;
+  cluster::FailoverOptions* fo = &failover;
   cluster::ClusterOptions* co = &fo->cluster;
   std::string key_file = a.cluster_key_file, link = a.link_dtype;
   if (!a.cluster_file.empty()) {
@@ -42,104 +45,106 @@ Status ClusterSetup(const ServeArgs& a, const EngineConfig& cfg, cluster::Failov
   for (const std::string& s : SplitList(a.standby)) fo->standby.push_back(s);
   if (key_file.empty())
     return Errorf("a cluster needs --cluster-key-file (or key_file in the cluster file)");
-  SHOAL_ASSIGN_OR_RETURN(net::ClusterKey k, net::ClusterKey::LoadFile(key_file));
-  key->emplace(std::move(k));
+  SHOAL_ASSIGN_OR_RETURN(net::ClusterKey key, net::ClusterKey::LoadFile(key_file));
   const size_t slash = a.model.find_last_of('/');
   co->model_file = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
-  co->plan.max_num_seqs = cfg.max_num_seqs;
-  co->plan.max_model_len = cfg.n_ctx;
-  co->plan.block_size = cfg.block_size;
-  co->plan.kv_dtype = cfg.kv_dtype;
-  co->plan.max_batched_tokens = cfg.max_num_batched_tokens;
   SHOAL_ASSIGN_OR_RETURN(co->plan.link_dtype, planner::ParseLinkDType(link));
-  co->swap_blocks = cfg.swap_blocks;
   SHOAL_ASSIGN_OR_RETURN(co->link_cipher, net::ParseLinkCipher(a.link_cipher));
   co->watch.heartbeat_ms = a.heartbeat_ms;
   co->watch.suspect_ms = a.suspect_ms;
   co->watch.dead_ms = a.dead_ms;
-  return cluster::CheckWatchConfig(co->watch);
+  SHOAL_RETURN_IF_ERROR(cluster::CheckWatchConfig(co->watch));
+  return server::PipelineOptions{std::move(failover), std::move(key), a.pipeline_groups};
+}
+
+// The HTTP side: listener, keys, queue and stream limits.
+Status ServerSetup(const ServeArgs& a, server::ServerConfig* sc) {
+  sc->http.host = a.host;
+  sc->http.port = a.port;
+  sc->http.max_body_bytes = a.max_body;
+  sc->http.max_connections = a.max_connections;
+  sc->http.header_timeout_s = a.header_timeout;
+  sc->http.keep_alive_timeout_s = a.keep_alive_timeout;
+  if (a.ssl_certfile.empty() != a.ssl_keyfile.empty())
+    return Errorf("--ssl-certfile and --ssl-keyfile go together");
+  sc->http.ssl_certfile = a.ssl_certfile;
+  sc->http.ssl_keyfile = a.ssl_keyfile;
+  sc->api_key = a.api_key;
+  if (!a.api_key_file.empty()) {
+    SHOAL_ASSIGN_OR_RETURN(sc->api_key, ReadKeyFile(a.api_key_file, "--api-key-file"));
+  }
+  if (!a.admin_key_file.empty()) {
+    SHOAL_ASSIGN_OR_RETURN(std::string k, ReadKeyFile(a.admin_key_file, "--admin-key-file"));
+    // 16 bytes, as for the cluster key: the admin key may put a node into the pipeline.
+    if (k.size() < 16) return Errorf("--admin-key-file: the key needs >= 16 bytes");
+    if (k == sc->api_key)
+      return Errorf("--admin-key-file: the admin key must differ from the API key");
+    sc->admin_key = k;
+  }
+  sc->max_queued_sequences = a.max_queued_seqs;
+  sc->stream_buffer_bytes = a.stream_buffer;
+  sc->stream_stall_timeout_s = a.stream_stall_timeout;
+  const size_t slash = a.model.find_last_of('/');
+  sc->served_model_name = !a.served_name.empty()       ? a.served_name
+                          : slash == std::string::npos ? a.model
+                                                       : a.model.substr(slash + 1);
+  sc->max_queued_requests = a.max_queued;
+  sc->drain_timeout_s = a.drain_timeout;
+  return Status::Ok();
+}
+
+// The model side: engine sizes, swap space, chat template, and the pipeline if any.
+Status ModelSetup(const ServeArgs& a, server::ServeModelOptions* o) {
+  o->model_path = a.model;
+  o->served_name = a.served_name;
+  o->chat_template = a.chat_template;
+  o->max_model_len = a.max_model_len;
+  EngineConfig& cfg = o->engine;
+  cfg.n_threads = ResolveThreads(a.threads);
+  cfg.block_size = a.block_size;
+  cfg.max_num_seqs = a.max_num_seqs;
+  cfg.max_num_batched_tokens = a.max_batched;
+  cfg.enable_prefix_caching = !a.no_prefix_caching;
+  SHOAL_ASSIGN_OR_RETURN(cfg.kv_dtype, ParseKvType(a.kv_type));
+  if (!a.kv_mem.empty()) {
+    SHOAL_ASSIGN_OR_RETURN(cfg.kv_mem_bytes, ParseMemSize(a.kv_mem, "--kv-mem"));
+  }
+  if (!a.swap_space.empty()) {
+    SHOAL_ASSIGN_OR_RETURN(o->swap_bytes, ParseMemSize(a.swap_space, "--swap-space"));
+  }
+  if (a.nodes.empty() && a.cluster_file.empty()) return Status::Ok();
+  SHOAL_ASSIGN_OR_RETURN(server::PipelineOptions p, ClusterSetup(a));
+  o->pipeline.emplace(std::move(p));
+  return Status::Ok();
+}
+
+// --dry-run: plans the cluster over the nodes and prints the plan.
+int DryRun(const server::ServeModelOptions& o) {
+  if (!o.pipeline) return Fail(Errorf("--dry-run plans a cluster: give --nodes or --cluster"));
+  auto b = LoadBundle(o.model_path, false);
+  if (!b.ok()) return Fail(b.status());
+  auto prof = planner::ProfileFromGguf(*b->file);
+  if (!prof.ok()) return Fail(prof.status());
+  EngineConfig cfg = o.engine;
+  cfg.n_ctx = o.max_model_len > 0
+                  ? o.max_model_len
+                  : static_cast<int32_t>(prof->hp.n_ctx_train > 0 ? prof->hp.n_ctx_train : 4096);
+  cluster::ClusterOptions co = o.pipeline->failover.cluster;
+  cluster::SetPlanSizes(cfg, &co.plan);
+  auto cl = cluster::ConnectAndPlan(co, *b->file, o.pipeline->key);
+  if (!cl.ok()) return Fail(cl.status());
+  std::fprintf(stderr, "%s", planner::FormatPlan(cl->plan).c_str());
+  return 0;
 }
 
 }  // namespace
 
 int Serve(const ServeArgs& a) {
   server::ServerConfig sc;
-  sc.http.host = a.host;
-  sc.http.port = a.port;
-  sc.http.max_body_bytes = a.max_body;
-  sc.http.max_connections = a.max_connections;
-  sc.http.header_timeout_s = a.header_timeout;
-  sc.http.keep_alive_timeout_s = a.keep_alive_timeout;
-  if (a.ssl_certfile.empty() != a.ssl_keyfile.empty())
-    return Fail(Errorf("--ssl-certfile and --ssl-keyfile go together"));
-  sc.http.ssl_certfile = a.ssl_certfile;
-  sc.http.ssl_keyfile = a.ssl_keyfile;
-  sc.api_key = a.api_key;
-  if (!a.api_key_file.empty()) {
-    auto k = ReadKeyFile(a.api_key_file, "--api-key-file");
-    if (!k.ok()) return Fail(k.status());
-    sc.api_key = *k;
-  }
-  if (!a.admin_key_file.empty()) {
-    auto k = ReadKeyFile(a.admin_key_file, "--admin-key-file");
-    if (!k.ok()) return Fail(k.status());
-    // 16 bytes, as for the cluster key: the admin key may put a node into the pipeline.
-    if (k->size() < 16) return Fail(Errorf("--admin-key-file: the key needs >= 16 bytes"));
-    if (*k == sc.api_key)
-      return Fail(Errorf("--admin-key-file: the admin key must differ from the API key"));
-    sc.admin_key = *k;
-  }
-  sc.max_queued_sequences = a.max_queued_seqs;
-  sc.stream_buffer_bytes = a.stream_buffer;
-  sc.stream_stall_timeout_s = a.stream_stall_timeout;
-  std::string name = a.served_name;
-  if (name.empty()) {
-    const size_t slash = a.model.find_last_of('/');
-    name = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
-  }
-  sc.served_model_name = name;
-  sc.max_queued_requests = a.max_queued;
-  sc.drain_timeout_s = a.drain_timeout;
-
-  EngineConfig cfg;
-  cfg.n_threads = ResolveThreads(a.threads);
-  cfg.block_size = a.block_size;
-  cfg.max_num_seqs = a.max_num_seqs;
-  cfg.max_num_batched_tokens = a.max_batched;
-  cfg.enable_prefix_caching = !a.no_prefix_caching;
-  auto kv = ParseKvType(a.kv_type);
-  if (!kv.ok()) return Fail(kv.status());
-  cfg.kv_dtype = *kv;
-  uint64_t swap_bytes = 0;
-  if (!a.kv_mem.empty()) {
-    auto b = ParseMemSize(a.kv_mem, "--kv-mem");
-    if (!b.ok()) return Fail(b.status());
-    cfg.kv_mem_bytes = *b;
-  }
-  if (!a.swap_space.empty()) {
-    auto b = ParseMemSize(a.swap_space, "--swap-space");
-    if (!b.ok()) return Fail(b.status());
-    swap_bytes = *b;
-  }
-
-  if (a.dry_run) {
-    if (a.nodes.empty() && a.cluster_file.empty())
-      return Fail(Errorf("--dry-run plans a cluster: give --nodes or --cluster"));
-    auto b = LoadBundle(a.model, false);
-    if (!b.ok()) return Fail(b.status());
-    auto prof = planner::ProfileFromGguf(*b->file);
-    if (!prof.ok()) return Fail(prof.status());
-    cfg.n_ctx = a.max_model_len > 0
-                    ? a.max_model_len
-                    : static_cast<int32_t>(prof->hp.n_ctx_train > 0 ? prof->hp.n_ctx_train : 4096);
-    cluster::FailoverOptions fo;
-    std::optional<net::ClusterKey> key;
-    if (Status s = ClusterSetup(a, cfg, &fo, &key); !s.ok()) return Fail(s);
-    auto cl = cluster::ConnectAndPlan(fo.cluster, *b->file, *key);
-    if (!cl.ok()) return Fail(cl.status());
-    std::fprintf(stderr, "%s", planner::FormatPlan(cl->plan).c_str());
-    return 0;
-  }
+  server::ServeModelOptions mo;
+  if (Status s = ServerSetup(a, &sc); !s.ok()) return Fail(s);
+  if (Status s = ModelSetup(a, &mo); !s.ok()) return Fail(s);
+  if (a.dry_run) return DryRun(mo);
   // 64 descriptors beside the connections: the model file, logs, node links and the listener.
   if (const uint64_t fds = RaiseFileLimit(); fds > 0 && fds < uint64_t(a.max_connections) + 64)
     std::fprintf(stderr,
@@ -152,115 +157,17 @@ int Serve(const ServeArgs& a) {
                a.ssl_certfile.empty() ? "http" : "https", a.host.c_str(), srv.port(),
                a.model.c_str());
   // The model loads while /health already answers 503.
-  Bundle bundle;
-  // Set by the loader: stopped after the server drains, so an engine thread waiting for nodes
-  // (nothing fits) gives up and the process exits.
-  std::atomic<cluster::FailoverExecutor*> failover{nullptr};
   std::thread loader([&] {
-    const bool local = a.nodes.empty() && a.cluster_file.empty();
-    auto b = LoadBundle(a.model, local);
-    if (!b.ok()) return srv.SetFailed(b.status());
-    bundle = std::move(*b);
-    auto prof = planner::ProfileFromGguf(*bundle.file);
-    if (!prof.ok()) return srv.SetFailed(prof.status());
-    const HParams hp = prof->hp;
-    cfg.n_ctx = a.max_model_len > 0
-                    ? a.max_model_len
-                    : static_cast<int32_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096);
-    if (swap_bytes > 0) {
-      auto per_token = planner::KvBytesPerTokenPerLayer(hp, cfg.kv_dtype);
-      if (!per_token.ok()) return srv.SetFailed(per_token.status());
-      cfg.swap_blocks = static_cast<int32_t>(
-          swap_bytes / std::max<uint64_t>(1, *per_token * static_cast<uint64_t>(hp.n_layer) *
-                                                 static_cast<uint64_t>(cfg.block_size)));
-    }
-    server::ServedModel m;
-    m.tokenizer = bundle.tokenizer.get();
-    m.eog = bundle.tokenizer->EogTokens();
-    if (local) {
-      auto engine = Engine::Create(bundle.model.get(), cfg, m.eog);
-      if (!engine.ok()) return srv.SetFailed(engine.status());
-      m.engine = std::move(*engine);
-    } else {
-      // A per-sequence recurrent state (kimi-k3) lives on the stages owning its layers, in slots
-      // the scheduler allots: Engine::Create's rule (no swap, snapshots for the prefix cache, one
-      // group).
-      bool recurrent = false;
-      for (int64_t il = 0; il < hp.n_layer; ++il)
-        recurrent = recurrent || hp.is_recurrent_layer(il);
-      if (recurrent) {
-        cfg.state_slots = std::max(1, cfg.max_num_seqs);
-        cfg.state_snapshots = StateSnapshotSlots(cfg.state_slots);  // the nodes allot them too
-        cfg.swap_blocks = 0;
-        cfg.pipeline_groups = 1;
-      }
-      cluster::FailoverOptions fo;
-      std::optional<net::ClusterKey> key;
-      if (Status s = ClusterSetup(a, cfg, &fo, &key); !s.ok()) return srv.SetFailed(s);
-      auto ex = cluster::FailoverExecutor::Create(fo, *bundle.file, *key, hp.n_vocab, hp.n_embd);
-      if (!ex.ok()) return srv.SetFailed(ex.status());
-      std::unique_ptr<cluster::FailoverExecutor> exec = std::move(*ex);
-      const cluster::FailoverStats first = exec->stats();
-      std::fprintf(stderr, "%s", planner::FormatPlan(first.plan).c_str());
-      const int32_t blocks = static_cast<int32_t>(planner::KvTokensPerLayer(fo.cluster.plan) /
-                                                  fo.cluster.plan.block_size);
-      const int32_t n_stages = static_cast<int32_t>(first.plan.stages.size());
-      if (!recurrent) cfg.pipeline_groups = a.pipeline_groups > 0 ? a.pipeline_groups : n_stages;
-      // Overlapped groups fill the pipeline themselves: one micro-batch per group step.
-      const int32_t groups = cfg.pipeline_groups;
-      exec->SetMicroBatches(
-          [groups](int32_t stages) { return groups > 1 ? std::max(1, stages / groups) : stages; });
-      cluster::FailoverExecutor* fx = exec.get();  // owned by the engine, which outlives m's views
-      failover = fx;
-      m.cluster_now = [fx] { return ClusterJson(fx->stats()); };
-      m.extra_metrics = [fx] { return FailoverMetrics(fx->stats()); };
-      m.unavailable = [fx] { return fx->Unavailable(); };
-      m.drain = [fx](const std::string& node) { return fx->Drain(node); };
-      m.join = [fx](const std::string& node, bool standby) { return fx->Join(node, standby); };
-      m.rebalance = [fx] {
-        fx->Rebalance();
-        return Status::Ok();
-      };
-      m.stage_metrics = [fx] {
-        std::vector<server::StageMetrics> out;
-        const std::vector<cluster::StageLoad> loads = fx->StageLoads();
-        const std::vector<std::string> names = fx->StageNames();
-        for (size_t i = 0; i < loads.size(); ++i)
-          out.push_back({static_cast<int32_t>(i), i < names.size() ? names[i] : "",
-                         loads[i].busy_fraction, loads[i].tokens_per_s, loads[i].busy_s_total,
-                         loads[i].tokens_total, cluster::StageStats::kWindowS});
-        return out;
-      };
-      m.engine = std::make_unique<Engine>(std::move(exec), cfg, blocks, m.eog);
-    }
-    m.info.name = name;
-    m.info.max_model_len = cfg.n_ctx;
-    m.info.tokenizer = bundle.tokenizer.get();
-    Result<ChatTemplateKind> kind =
-        a.chat_template.empty()
-            ? DetectChatTemplate(bundle.file->GetStringOr("tokenizer.chat_template", ""))
-            : ChatTemplateFromName(a.chat_template);
-    if (kind.ok()) {
-      m.info.chat_template = *kind;
-    } else if (!a.chat_template.empty()) {
-      return srv.SetFailed(kind.status().Annotate("--chat-template"));
-    } else {
-      std::fprintf(stderr, "shoal serve: no usable chat template (%s); chat requests get 400\n",
-                   kind.status().message().c_str());
-    }
-    m.meta = {{"n_vocab", hp.n_vocab},
-              {"n_ctx_train", hp.n_ctx_train},
-              {"n_embd", hp.n_embd},
-              {"n_layer", hp.n_layer},
-              {"kv_blocks", m.engine->kv_blocks()},
-              {"block_size", cfg.block_size}};
+    auto m = server::BuildServedModel(std::move(mo));
+    if (!m.ok()) return srv.SetFailed(m.status());
+    if (m->cluster)
+      std::fprintf(stderr, "%s", planner::FormatPlan(m->cluster->stats().plan).c_str());
     std::fprintf(stderr, "shoal serve: ready (%d KV blocks of %d tokens, max model len %d)\n",
-                 m.engine->kv_blocks(), cfg.block_size, cfg.n_ctx);
-    srv.SetReady(std::move(m));
+                 m->engine->kv_blocks(), m->engine->config().block_size, m->engine->config().n_ctx);
+    srv.SetReady(std::move(*m));
   });
   const Status s = srv.Run();
   loader.join();
-  if (cluster::FailoverExecutor* fx = failover.load()) fx->Stop();
   if (!s.ok()) return Fail(s);
   std::fprintf(stderr, "shoal serve: stopped\n");
   return 0;

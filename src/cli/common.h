@@ -1,4 +1,4 @@
-// Shared CLI plumbing: loading a model bundle, printing errors, reading prompts.
+// Shared CLI plumbing: printing errors, reading prompts and keys, parsing sizes.
 #pragma once
 
 #include <cstdint>
@@ -7,20 +7,12 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/bundle.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shoal::cli {
-
-struct Bundle {
-  std::unique_ptr<gguf::File> file;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<Model> model;  // null when only the tokenizer was asked for
-};
-
-// Opens a GGUF file, its tokenizer and (if with_model) the whole model.
-Result<Bundle> LoadBundle(const std::string& path, bool with_model);
 
 // Prints "error: <message>" to stderr and returns exit code 1.
 int Fail(const Status& s);

@@ -410,6 +410,7 @@ Status FailoverExecutor::Recover(const Status& why, bool drain, bool rebalance) 
       std::this_thread::sleep_for(std::chrono::milliseconds(kSleepSliceMs));
   }
   ++kv_epoch_;
+  lost_ = KvLost{kv_epoch_, why.message()};
   const double dt = Now() - t0;
   Log(LogLevel::kWarn, "failover: serving again at epoch {} after {:.3f} s", epoch_, dt);
   std::lock_guard<std::mutex> lk(mu_);
@@ -440,44 +441,30 @@ void FailoverExecutor::CountReplay(const Batch& batch) {
   }
 }
 
-Status FailoverExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
-                                    std::span<const BlockCopy> copies,
-                                    std::span<const BlockCopy> swap_in) {
-  if (!inner_) return Errorf("no plan");
-  return inner_->CopyBlocks(swap_out, copies, swap_in);  // buffered: cannot fail on a node
-}
-
-Status FailoverExecutor::CopyStates(std::span<const BlockCopy> copies) {
-  if (!inner_) return Errorf("no plan");
-  return inner_->CopyStates(copies);  // buffered, as block copies
-}
-
-Status FailoverExecutor::Run(const Batch& batch, std::vector<float>* logits) {
-  SHOAL_RETURN_IF_ERROR(Submit(batch));
-  return Collect(logits);
-}
-
-Status FailoverExecutor::Submit(const Batch& batch) {
-  // A failed submit or collect re-plans and bumps kv_epoch: the engine voids this step and the
-  // ones in flight and replays every sequence (engine.h, kv_epoch).
+Status FailoverExecutor::Submit(const StepInput& in) {
+  if (lost_) return Status::Ok();  // void: the next Collect reports the loss
   const bool drain = replan_.exchange(false), rebalance = rebalance_.exchange(false);
   if (drain || rebalance) {
     // Planned: re-plan now (steps in flight are voided and replayed with the others).
-    SHOAL_RETURN_IF_ERROR(
-        Recover(Errorf("{}", drain ? "a node was drained" : "rebalancing onto every live node"),
-                drain, rebalance));
-    return Status::Ok();
+    return Recover(Errorf("{}", drain ? "a node was drained" : "rebalancing onto every live node"),
+                   drain, rebalance);
   }
   if (!inner_) return Recover(Errorf("no plan"));
-  CountReplay(batch);
-  const Status s = inner_->Submit(batch);
+  CountReplay(in.batch);
+  const Status s = inner_->Submit(in);
   return s.ok() ? s : Recover(s);
 }
 
-Status FailoverExecutor::Collect(std::vector<float>* logits) {
-  if (!inner_) return Recover(Errorf("no plan"));
-  const Status s = inner_->Collect(logits);
-  return s.ok() ? s : Recover(s);
+Status FailoverExecutor::Collect(StepOutput* out) {
+  if (!lost_) {
+    const Status s = inner_ ? inner_->Collect(out) : Errorf("no plan");
+    if (s.ok()) return s;
+    SHOAL_RETURN_IF_ERROR(Recover(s));
+  }
+  out->logits.clear();
+  out->kv_lost = std::move(lost_);
+  lost_.reset();
+  return Status::Ok();
 }
 
 FailoverStats FailoverExecutor::stats() const {

@@ -1,7 +1,8 @@
 // FailoverExecutor: a RemoteExecutor that survives node loss. On a failed step or a dead link
 // it re-plans over the live nodes (a standby takes a dead node's place), assigns the layers at
-// the next plan epoch and bumps kv_epoch, so the engine recomputes every live sequence's KV
-// from its tokens and the output goes on exactly as an undisturbed run's (docs/CLUSTER.md).
+// the next plan epoch and reports KvLost from Collect, so the engine recomputes every live
+// sequence's KV from its tokens and the output goes on exactly as an undisturbed run's
+// (docs/CLUSTER.md).
 #pragma once
 
 #include <atomic>
@@ -11,11 +12,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "base/process_memory.h"
+#include "cluster/cluster_control.h"
+#include "cluster/failover_stats.h"
 #include "cluster/remote_executor.h"
 
 namespace shoal::cluster {
@@ -47,32 +51,7 @@ struct FailoverOptions {
   size_t max_standby = 64;
 };
 
-// One node as the coordinator sees it.
-struct MemberState {
-  std::string address, name;
-  std::string role;    // "stage N", "standby" or "spare" (alive, outside the plan)
-  std::string health;  // alive, suspect, dead, or unknown (a standby not probed yet)
-};
-
-struct FailoverStats {
-  uint32_t epoch = 0;
-  int64_t failovers = 0;
-  int64_t drains = 0;
-  int64_t rebalances = 0;       // planned re-plans onto every live node (Rebalance, Join)
-  int64_t replayed_tokens = 0;  // prompt and generated tokens recomputed after failovers
-  double last_recovery_s = 0;   // failure detected -> new plan loaded
-  double recovery_s_total = 0;  // sum over failovers
-  double recovery_s_max = 0;
-  std::string last_failure;  // why the last failover began
-  std::string unavailable;   // non-empty while no plan fits: new requests get 503
-  std::vector<MemberState> members;
-  planner::Plan plan;                        // the current plan
-  std::vector<std::string> stage_addresses;  // [stage]
-  // [stage]: the node's RSS and peak RSS from its last heartbeat answer (zeros before one).
-  std::vector<ProcessMemory> stage_memory;
-};
-
-class FailoverExecutor final : public Executor {
+class FailoverExecutor final : public Executor, public ClusterControl {
  public:
   // Builds the first plan over opts.cluster.nodes (failing as ConnectAndPlan does).
   static Result<std::unique_ptr<FailoverExecutor>> Create(const FailoverOptions& opts,
@@ -82,42 +61,42 @@ class FailoverExecutor final : public Executor {
   ~FailoverExecutor() override;
 
   int64_t n_vocab() const override { return n_vocab_; }
-  uint64_t kv_epoch() const override { return kv_epoch_; }
-  Status Run(const Batch& batch, std::vector<float>* logits) override;
-  Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
-                    std::span<const BlockCopy> swap_in) override;
-  Status CopyStates(std::span<const BlockCopy> copies) override;
-  Status Submit(const Batch& batch) override;
-  Status Collect(std::vector<float>* logits) override;
+  // A failed step (or a drain or rebalance) re-plans; once a plan serves, every step submitted
+  // before is void, later submits are ignored, and the next Collect reports KvLost. An error
+  // only when no plan can be found (give_up_ms, Stop).
+  Status Submit(const StepInput& in) override;
+  Status Collect(StepOutput* out) override;
+  // KV losses so far (the epoch of the last KvLost).
+  uint64_t kv_epoch() const { return kv_epoch_; }
 
   // Micro-batches per step as a function of the plan's stage count (re-applied per plan).
   void SetMicroBatches(std::function<int32_t(int32_t n_stages)> f);
-  // Thread-safe snapshots (the HTTP thread reads them while the engine thread steps).
-  FailoverStats stats() const;
-  std::vector<StageLoad> StageLoads() const;
-  std::vector<std::string> StageNames() const;
-  // Thread-safe: the reason new requests are refused now ("" when serving).
-  std::string Unavailable() const;
+  // ClusterControl: thread-safe snapshots (the HTTP thread reads them while the engine steps).
+  FailoverStats stats() const override;
+  std::vector<StageLoad> StageLoads() const override;
+  std::vector<std::string> StageNames() const override;
+  std::string Unavailable() const override;
   // Thread-safe: removes a node (address or name) from the cluster. At the next step the
   // pipeline re-plans without it (a planned failover: requests in flight replay, none is lost);
   // the node may then be stopped. Error for an unknown node.
-  Status Drain(const std::string& node);
+  Status Drain(const std::string& node) override;
   // Thread-safe: adds a node (HOST:PORT; a drained one comes back). As a standby it takes a
   // dead node's place at the next failover, or a plan's when the live ones cannot hold it;
   // otherwise the cluster rebalances onto it at the next step (Rebalance), which also takes a
   // node that is a standby already.
-  Status Join(const std::string& address, bool standby = true);
+  Status Join(const std::string& address, bool standby) override;
   // Thread-safe: at the next step, re-plans over every live node, the plan's and the standbys'
   // (at most one per layer): planned like a drain, so requests in flight replay and none is
   // lost. If that plan cannot be assigned, the nodes that served go on serving.
-  void Rebalance();
+  void Rebalance() override;
   // Thread-safe: a recovery in progress gives up at its next attempt.
-  void Stop() { stop_ = true; }
+  void Stop() override { stop_ = true; }
 
  private:
   FailoverExecutor(const FailoverOptions& opts, const gguf::File& file, net::ClusterKey key,
                    int64_t n_vocab, int64_t n_embd);
-  // Re-plans until a plan loads (or Stop / give_up_ms); then bumps kv_epoch. `drain` and
+  // Re-plans until a plan loads (or Stop / give_up_ms); then bumps kv_epoch and records the
+  // loss Collect reports. `drain` and
   // `rebalance` are planned re-plans (no failure counted); a rebalance first plans over every
   // live node.
   Status Recover(const Status& why, bool drain = false, bool rebalance = false);
@@ -137,6 +116,7 @@ class FailoverExecutor final : public Executor {
   std::function<int32_t(int32_t)> micro_batches_;
   std::unique_ptr<RemoteExecutor> inner_;
   uint64_t kv_epoch_ = 0;
+  std::optional<KvLost> lost_;  // a loss not yet reported by Collect
   uint32_t epoch_ = 1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> replan_{false};            // a drain asks for a new plan at the next step

@@ -16,14 +16,14 @@
 #include "cluster/model_transfer.h"
 #include "cluster/warmup.h"
 #include "cluster/wire.h"
+#include "engine/engine_builder.h"
+#include "engine/stage.h"
 #include "gguf/gguf.h"
 #include "measure/node_measure.h"
 #include "model/model.h"
 #include "net/conn.h"
 #include "planner/cost_model.h"
 #include "planner/model_profile.h"
-#include "sched/scheduler.h"
-#include "threading/thread_pool.h"
 
 namespace shoal::cluster {
 
@@ -70,8 +70,7 @@ struct NodeAgent::Impl {
   std::deque<net::Frame> work;
   std::unique_ptr<gguf::File> file;
   std::unique_ptr<Model> model;
-  std::unique_ptr<KvStore> kv, swap;
-  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Stage> stage;  // model's layers with their KV pool, swap space and threads
   std::shared_ptr<net::Conn> coordinator, downstream;
   planner::LinkDType link = planner::LinkDType::kF32;
   uint32_t epoch = 0;       // of the assignment served; work of any other epoch is dropped
@@ -321,10 +320,8 @@ void NodeAgent::Impl::DropStage(bool keep_layers) {
   if (keep_layers) return;
   Log(LogLevel::kInfo, "dropping layers [{}, {}) of epoch {}", model->first_layer(),
       model->last_layer(), epoch);
+  stage.reset();
   model.reset();
-  kv.reset();
-  swap.reset();
-  pool.reset();
   file.reset();
 }
 
@@ -393,32 +390,21 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
   }
   SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
   SHOAL_ASSIGN_OR_RETURN(auto mdl, Model::Load(*gf, LoadOptions{a.first_layer, a.last_layer}));
-  // Recurrent-state slots (kimi-k3's KDA layers of this range): one per running sequence, then
-  // the prefix-cache snapshots, the ids the coordinator's scheduler allots (Engine::Create's
-  // rule, EngineConfig::state_slots and state_snapshots).
-  const int32_t seq_slots = std::max(1, a.config.max_num_seqs);
-  const int32_t n_state_slots = seq_slots + StateSnapshotSlots(seq_slots);
-  SHOAL_ASSIGN_OR_RETURN(KvStore store,
-                         KvStore::Create(mdl->MakeKvLayout(a.n_blocks, a.config.block_size,
-                                                           a.config.kv_dtype, n_state_slots)));
-  std::unique_ptr<KvStore> sw;
-  if (a.swap_blocks > 0) {
-    SHOAL_ASSIGN_OR_RETURN(KvStore s, KvStore::Create(mdl->MakeKvLayout(
-                                          a.swap_blocks, a.config.block_size, a.config.kv_dtype)));
-    sw = std::make_unique<KvStore>(std::move(s));
-  }
-  auto pl = std::make_unique<ThreadPool>(opts.n_threads);
+  // The sizes the coordinator's engine uses (engine/engine_builder.h), so block, swap and
+  // state slot ids mean the same on every stage.
+  const StageSizes sizes{a.n_blocks, a.config.block_size, a.config.kv_dtype,
+                         StageStateSlots(a.config.max_num_seqs), a.swap_blocks};
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Stage> st,
+                         Stage::Create(mdl.get(), sizes, opts.n_threads));
   // Take the whole planned memory now (see WarmUpStage), so RSS matches the plan from the start
   // and a node that cannot have it fails here rather than in the middle of a request.
   SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
-  SHOAL_RETURN_IF_ERROR(WarmUpStage(*mdl, store, sw.get(), pl.get(), a.config));
+  SHOAL_RETURN_IF_ERROR(WarmUpStage(*st, a.config));
   {
     std::lock_guard<std::mutex> lk(mu);
     file = std::move(gf);
     model = std::move(mdl);
-    kv = std::make_unique<KvStore>(std::move(store));
-    swap = std::move(sw);
-    pool = std::move(pl);
+    stage = std::move(st);
     assigned = a;
   }
   return StartStage(a, from, ticket);
@@ -507,30 +493,10 @@ Status NodeAgent::Impl::RunWork(const net::Frame& f) {
                                        static_cast<size_t>(hp.n_embd))
     return Errorf("layer {} needs {} planes of hidden rows, got {} values", model->first_layer(),
                   model->HiddenPlanes(model->first_layer()), w.hidden.size());
-  const KvLayout& lay = kv->layout();
-  for (const SeqChunk& c : w.batch.chunks) {
-    if (static_cast<int64_t>(c.blocks.size()) * lay.block_size < c.pos0 + c.n_tokens)
-      return Errorf("sequence {}: block table too short", c.seq_id);
-    for (int32_t b : c.blocks)
-      if (b >= lay.n_blocks) return Errorf("block {} beyond the pool", b);
-  }
-  for (const auto* list : {&w.swap_out, &w.copies, &w.swap_in})
-    for (const BlockCopy& c : *list)
-      if (c.src >= lay.n_blocks || c.dst >= lay.n_blocks) return Errorf("block copy out of range");
-  // State copies reach every stage; one without recurrent layers keeps no state.
-  if (lay.state_floats == 0) w.state_copies.clear();
-  for (const BlockCopy& c : w.state_copies)
-    if (c.src >= lay.n_state_slots || c.dst >= lay.n_state_slots)
-      return Errorf("state copy {} -> {} outside the {} state slots", c.src, c.dst,
-                    lay.n_state_slots);
-  if ((!w.swap_out.empty() || !w.swap_in.empty()) && !swap) return Errorf("no swap space");
-  for (const BlockCopy& c : w.swap_out) CopyKvBlock(*kv, c.src, *swap, c.dst);
-  for (const BlockCopy& c : w.copies) CopyKvBlock(*kv, c.src, *kv, c.dst);
-  for (const BlockCopy& c : w.swap_in) CopyKvBlock(*swap, c.src, *kv, c.dst);
-  for (const BlockCopy& c : w.state_copies) kv->CopyState(c.src, c.dst);
+  // Checks every id against this stage's pool, applies the copies, runs the layers: the code a
+  // single process runs (engine/stage.h).
   ForwardOutput& out = step_out;
-  SHOAL_RETURN_IF_ERROR(
-      model->Forward(w.batch, first ? nullptr : w.hidden.data(), *kv, pool.get(), &out));
+  SHOAL_RETURN_IF_ERROR(stage->Run(w, first ? nullptr : w.hidden.data(), &out));
   net::Frame r;
   r.tag = f.tag;
   auto add_time = [&] {

@@ -214,26 +214,9 @@ RemoteExecutor::RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd,
 
 RemoteExecutor::~RemoteExecutor() { watch_->Stop(); }
 
-Status RemoteExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
-                                  std::span<const BlockCopy> copies,
-                                  std::span<const BlockCopy> swap_in) {
-  swap_out_.insert(swap_out_.end(), swap_out.begin(), swap_out.end());
-  copies_.insert(copies_.end(), copies.begin(), copies.end());
-  swap_in_.insert(swap_in_.end(), swap_in.begin(), swap_in.end());
-  return Status::Ok();
-}
-
-Status RemoteExecutor::CopyStates(std::span<const BlockCopy> copies) {
-  state_copies_.insert(state_copies_.end(), copies.begin(), copies.end());
-  return Status::Ok();
-}
-
-Status RemoteExecutor::Run(const Batch& batch, std::vector<float>* logits) {
-  SHOAL_RETURN_IF_ERROR(Submit(batch));
-  return Collect(logits);
-}
-
-Status RemoteExecutor::Submit(const Batch& batch) {
+Status RemoteExecutor::Submit(const StepInput& in) {
+  const Batch& batch = in.batch;
+  if (batch.chunks.empty()) return Errorf("a step without chunks");
   ++step_;
   // Micro-batches: by default one per stage, so stage s works on micro-batch i while stage s+1
   // works on i-1. More would shorten the fill/drain bubble but read every stage's weights once
@@ -246,13 +229,9 @@ Status RemoteExecutor::Submit(const Batch& batch) {
   size_t chunk = 0;
   for (size_t m = 0; m < n_mb; ++m) {
     const size_t c1 = n_chunks * (m + 1) / n_mb;
-    StepWork w;
-    if (m == 0) {
-      w.swap_out.swap(swap_out_);
-      w.copies.swap(copies_);
-      w.swap_in.swap(swap_in_);
-      w.state_copies.swap(state_copies_);
-    }
+    StepWork& w = work_;
+    w.Clear();
+    if (m == 0) w.AppendCopies(in);
     const int32_t row_base = batch.chunks[chunk].row0;
     const int32_t row_end = batch.chunks[c1 - 1].row0 + batch.chunks[c1 - 1].n_tokens;
     for (size_t c = chunk; c < c1; ++c) {
@@ -277,10 +256,12 @@ Status RemoteExecutor::Submit(const Batch& batch) {
   return Status::Ok();
 }
 
-Status RemoteExecutor::Collect(std::vector<float>* logits) {
+Status RemoteExecutor::Collect(StepOutput* out) {
   if (pending_.empty()) return Errorf("collect without a submitted step");
   const Pending p = std::move(pending_.front());
   pending_.pop_front();
+  out->kv_lost.reset();
+  std::vector<float>* logits = &out->logits;
   logits->clear();
   const size_t last = static_cast<size_t>(cluster_.plan.stages.back().node);
   for (size_t m = 0; m < p.out_counts.size(); ++m) {
@@ -288,9 +269,9 @@ Status RemoteExecutor::Collect(std::vector<float>* logits) {
       auto f = watch_->NextResult(last, kStepTimeoutMs);
       if (!f.ok()) return f.status().Annotate("step " + std::to_string(p.step));
       if (f->tag.epoch != cluster_.epoch) continue;  // a late result of an older plan
-      if (f->tag.step != p.step || f->tag.request_id != m)
+      if (f->tag.step != p.step || f->tag.micro_batch != m)
         return Errorf("step {}: result out of order (step {}, micro-batch {})", p.step, f->tag.step,
-                      f->tag.request_id);
+                      f->tag.micro_batch);
       SHOAL_ASSIGN_OR_RETURN(std::span<const uint8_t> body,
                              SplitStageTimes(f->payload, &stage_us_));
       SHOAL_RETURN_IF_ERROR(

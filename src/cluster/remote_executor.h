@@ -13,6 +13,7 @@
 #include "cluster/link_watch.h"
 #include "cluster/model_transfer.h"
 #include "cluster/stage_stats.h"
+#include "cluster/wire.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "net/auth.h"
@@ -75,11 +76,12 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
 Status AssignLayers(Cluster& cluster, const ClusterOptions& opts,
                     std::vector<std::string>* lost = nullptr);
 
-// Streams a step's batch through the stages: the batch is cut into micro-batches of whole
-// chunks (by default one per stage), all sent to stage 0 at once, so that stage s works on
-// micro-batch i while stage s+1 works on i-1; the last stage returns logits. Block copies ride
-// on the first micro-batch. Submit/Collect keep several steps in flight (the engine's pipeline
-// groups): each stage works in arrival order, so results return first in, first out.
+// Streams a step through the stages: its batch is cut into micro-batches of whole chunks (by
+// default one per stage), all sent to stage 0 at once, so that stage s works on micro-batch i
+// while stage s+1 works on i-1; the last stage returns logits. The step's copies ride on the
+// first micro-batch. Submit/Collect keep several steps in flight (the engine's pipeline
+// groups): each stage works in arrival order, so results return first in, first out. A lost
+// node fails Submit or Collect with an error (FailoverExecutor turns that into KvLost).
 class RemoteExecutor final : public Executor {
  public:
   // Watches every link from here on (link_watch.h; cluster.watch when AssignLayers started
@@ -87,13 +89,8 @@ class RemoteExecutor final : public Executor {
   RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd, const WatchConfig& watch = {});
   ~RemoteExecutor() override;
   int64_t n_vocab() const override { return n_vocab_; }
-  Status Run(const Batch& batch, std::vector<float>* logits) override;
-  Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
-                    std::span<const BlockCopy> swap_in) override;
-  // Forks' recurrent-state copies: ride on the next step's first micro-batch, like block copies.
-  Status CopyStates(std::span<const BlockCopy> copies) override;
-  Status Submit(const Batch& batch) override;
-  Status Collect(std::vector<float>* logits) override;
+  Status Submit(const StepInput& in) override;
+  Status Collect(StepOutput* out) override;
   // Micro-batches per step (at least 1, never more than the step's chunks; default: stages).
   // With steps of several groups in flight, 1: the other groups fill the pipeline.
   void SetMicroBatches(int32_t n) { micro_batches_ = std::max(1, n); }
@@ -117,7 +114,7 @@ class RemoteExecutor final : public Executor {
   int64_t n_vocab_, n_embd_;
   int32_t micro_batches_ = 1;
   uint64_t step_ = 0;
-  std::vector<BlockCopy> swap_out_, copies_, swap_in_, state_copies_;
+  StepWork work_;                // the micro-batch being encoded (its buffers kept)
   std::deque<Pending> pending_;  // submitted, not yet collected; oldest first
   std::vector<float> part_;
   std::vector<uint32_t> stage_us_;

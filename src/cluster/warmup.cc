@@ -8,11 +8,11 @@
 
 namespace shoal::cluster {
 
-Status WarmUpStage(Model& model, KvStore& kv, KvStore* swap, ThreadPool* pool,
-                   const planner::PlanConfig& c) {
-  kv.Touch();
-  if (swap) swap->Touch();
-  const KvLayout& lay = kv.layout();
+Status WarmUpStage(Stage& stage, const planner::PlanConfig& c) {
+  stage.kv().Touch();
+  if (stage.swap()) stage.swap()->Touch();
+  const KvLayout& lay = stage.kv().layout();
+  const Model& model = stage.model();
   const int32_t T = std::max(c.max_batched_tokens, 1);
   const int32_t R = std::max(1, std::min(c.max_num_seqs, T));
   // Block tables: chunk i takes the next ceil(rows / block_size) blocks; a pool too small for
@@ -29,7 +29,8 @@ Status WarmUpStage(Model& model, KvStore& kv, KvStore* swap, ThreadPool* pool,
     rows.push_back(n);
   }
   if (rows.empty()) return Status::Ok();
-  Batch batch;
+  StepWork w;  // as the real step: checked and applied by the stage, encoded as it would be sent
+  Batch& batch = w.batch;
   std::vector<int32_t> ids;
   for (size_t i = 0; i < rows.size(); ++i) {
     ids.assign(static_cast<size_t>(rows[i]), 0);
@@ -43,14 +44,11 @@ Status WarmUpStage(Model& model, KvStore& kv, KvStore* swap, ThreadPool* pool,
                       static_cast<size_t>(batch.n_rows() * hp.n_embd),
                   0.f);
   ForwardOutput out;
-  SHOAL_RETURN_IF_ERROR(
-      model.Forward(batch, hidden.empty() ? nullptr : hidden.data(), kv, pool, &out));
+  SHOAL_RETURN_IF_ERROR(stage.Run(w, hidden.empty() ? nullptr : hidden.data(), &out));
   std::vector<uint8_t> payload;
   if (model.is_last_stage()) {
     payload = EncodeLogits(out.logits);
   } else {
-    StepWork w;
-    w.batch = batch;
     w.batch.tokens.clear();
     w.hidden = std::move(out.hidden);
     SHOAL_RETURN_IF_ERROR(EncodeStepWork(w, c.link_dtype, hp.n_embd, &payload));

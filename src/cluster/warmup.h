@@ -2,10 +2,8 @@
 #pragma once
 
 #include "base/status.h"
-#include "kvcache/kv_store.h"
-#include "model/model.h"
+#include "engine/stage.h"
 #include "planner/cost_model.h"
-#include "threading/thread_pool.h"
 
 namespace shoal::cluster {
 
@@ -15,7 +13,6 @@ namespace shoal::cluster {
 // sequence reads them). The pass's output is encoded as the real step would send it. After this
 // every buffer has its steady-state size, so the node's RSS is what it will stay at; the
 // weights are resident already (the tensor hashes read them).
-Status WarmUpStage(Model& model, KvStore& kv, KvStore* swap, ThreadPool* pool,
-                   const planner::PlanConfig& c);
+Status WarmUpStage(Stage& stage, const planner::PlanConfig& c);
 
 }  // namespace shoal::cluster

@@ -10,6 +10,7 @@
 #include "base/process_memory.h"
 #include "base/status.h"
 #include "cluster/model_transfer.h"
+#include "engine/executor.h"
 #include "model/batch.h"
 #include "planner/cost_model.h"
 #include "sched/scheduler.h"
@@ -55,12 +56,10 @@ Status DecodeAssignResult(std::span<const uint8_t> payload);
 std::vector<uint8_t> EncodeHeartbeatReply(const ProcessMemory& m);
 Result<ProcessMemory> DecodeHeartbeatReply(std::span<const uint8_t> payload);
 
-// One micro-batch travelling down the pipeline: the block copies to apply first, the batch
-// layout (with the tokens on the way into stage 0), and the hidden rows between stages.
-struct StepWork {
-  std::vector<BlockCopy> swap_out, copies, swap_in;
-  std::vector<BlockCopy> state_copies;  // recurrent-state slot -> slot (forks), after the blocks
-  Batch batch;
+// One micro-batch travelling down the pipeline: the engine's StepInput (its copies ride on the
+// step's first micro-batch; the tokens only on the way into stage 0) plus what the wire needs:
+// storage for the decoded block tables and the hidden rows between stages.
+struct StepWork : StepInput {
   std::vector<std::vector<int32_t>> block_storage;  // backs batch.chunks[i].blocks
   // [planes][n_rows][n_embd] (Model::HiddenPlanes of the receiving stage); empty into stage 0.
   std::vector<float> hidden;

@@ -21,97 +21,6 @@ const char* FinishReasonName(FinishReason r) {
   return "?";
 }
 
-Status Executor::Submit(const Batch& batch) {
-  std::vector<float> lg;
-  if (!spare_.empty()) {
-    lg.swap(spare_.back());
-    spare_.pop_back();
-  }
-  SHOAL_RETURN_IF_ERROR(Run(batch, &lg));
-  done_.push_back(std::move(lg));
-  return Status::Ok();
-}
-
-Status Executor::Collect(std::vector<float>* logits) {
-  if (done_.empty()) return Errorf("collect without a submitted batch");
-  logits->swap(done_.front());
-  spare_.push_back(std::move(done_.front()));
-  done_.pop_front();
-  return Status::Ok();
-}
-
-Status LocalExecutor::Run(const Batch& batch, std::vector<float>* logits) {
-  SHOAL_RETURN_IF_ERROR(model_->Forward(batch, nullptr, kv_, &pool_, &out_));
-  logits->swap(out_.logits);
-  return Status::Ok();
-}
-
-Status LocalExecutor::CopyBlocks(std::span<const BlockCopy> swap_out,
-                                 std::span<const BlockCopy> copies,
-                                 std::span<const BlockCopy> swap_in) {
-  if ((!swap_out.empty() || !swap_in.empty()) && !swap_)
-    return Errorf("swap requested but the executor has no swap space");
-  for (const BlockCopy& c : swap_out) CopyKvBlock(kv_, c.src, *swap_, c.dst);
-  for (const BlockCopy& c : copies) CopyKvBlock(kv_, c.src, kv_, c.dst);
-  for (const BlockCopy& c : swap_in) CopyKvBlock(*swap_, c.src, kv_, c.dst);
-  return Status::Ok();
-}
-
-Status LocalExecutor::CopyStates(std::span<const BlockCopy> copies) {
-  const int32_t n = kv_.layout().n_state_slots;
-  for (const BlockCopy& c : copies) {
-    if (c.src < 0 || c.src >= n || c.dst < 0 || c.dst >= n)
-      return Errorf("state copy {} -> {} outside the {} state slots", c.src, c.dst, n);
-    kv_.CopyState(c.src, c.dst);
-  }
-  return Status::Ok();
-}
-
-Result<std::unique_ptr<Engine>> Engine::Create(Model* model, const EngineConfig& cfg_in,
-                                               std::vector<int32_t> eog_ids) {
-  EngineConfig cfg = cfg_in;
-  if (!model->is_first_stage() || !model->is_last_stage())
-    return Errorf("a local engine needs the whole model, got layers [{}, {})", model->first_layer(),
-                  model->last_layer());
-  if (cfg.n_threads <= 0) cfg.n_threads = HardwareThreads();
-  if (cfg.block_size <= 0) return Errorf("block size must be positive");
-  if (cfg.n_ctx <= 0) return Errorf("context length must be positive");
-  if (cfg.swap_blocks < 0) return Errorf("swap blocks must be >= 0");
-  // A per-sequence recurrent state lives in slots beside the KV pool, one per running sequence.
-  cfg.state_slots = model->StateFloatsPerSeq() > 0 ? std::max(1, cfg.max_num_seqs) : 0;
-  if (cfg.state_slots > 0) cfg.swap_blocks = 0;  // preemption by recompute rebuilds the state
-  // Prefix-cache snapshots of the state take slots after the sequences' (sched/scheduler.h).
-  cfg.state_snapshots = cfg.state_slots > 0 ? StateSnapshotSlots(cfg.state_slots) : 0;
-  const int64_t per_seq = BlockTable::BlocksFor(cfg.n_ctx, cfg.block_size);
-  const uint64_t block_bytes =
-      std::max<uint64_t>(1, model->MakeKvLayout(1, cfg.block_size, cfg.kv_dtype).BytesPerBlock());
-  int64_t blocks = cfg.kv_blocks;
-  if (cfg.kv_mem_bytes > 0) {
-    blocks = static_cast<int64_t>(cfg.kv_mem_bytes / block_bytes);
-  } else if (blocks <= 0) {
-    // Room for every sequence at full context, capped at 1 GiB of KV by default.
-    const int64_t cap = (int64_t{1} << 30) / static_cast<int64_t>(block_bytes);
-    blocks = std::max<int64_t>(per_seq, std::min(per_seq * cfg.max_num_seqs, cap));
-  }
-  if (blocks < per_seq)
-    return Errorf(
-        "the KV pool of {} blocks ({} bytes each) holds {} tokens, less than one sequence of the "
-        "context length {}: raise the KV memory or lower the context",
-        blocks, block_bytes, blocks * cfg.block_size, cfg.n_ctx);
-  if (blocks > INT32_MAX) return Errorf("KV pool of {} blocks is too large", blocks);
-  const auto n_blocks = static_cast<int32_t>(blocks);
-  SHOAL_ASSIGN_OR_RETURN(
-      KvStore kv, KvStore::Create(model->MakeKvLayout(n_blocks, cfg.block_size, cfg.kv_dtype,
-                                                      cfg.state_slots + cfg.state_snapshots)));
-  std::optional<KvStore> swap;
-  if (cfg.swap_blocks > 0) {
-    SHOAL_ASSIGN_OR_RETURN(
-        swap, KvStore::Create(model->MakeKvLayout(cfg.swap_blocks, cfg.block_size, cfg.kv_dtype)));
-  }
-  auto exec = std::make_unique<LocalExecutor>(model, std::move(kv), std::move(swap), cfg.n_threads);
-  return std::make_unique<Engine>(std::move(exec), cfg, n_blocks, std::move(eog_ids));
-}
-
 namespace {
 
 SchedConfig MakeSchedConfig(const EngineConfig& cfg, int32_t kv_blocks, int32_t groups) {
@@ -319,24 +228,24 @@ Status Engine::SubmitGroup(int32_t gi) {
   Group& g = groups_[static_cast<size_t>(gi)];
   g.plan = g.sched->Schedule();
   // Group-local block and swap ids -> the executor's (global) ids.
-  auto shift = [](std::vector<BlockCopy>& v, int32_t src_base, int32_t dst_base) {
-    for (BlockCopy& c : v) {
-      c.src += src_base;
-      c.dst += dst_base;
-    }
+  auto shifted = [](const std::vector<BlockCopy>& v, int32_t src_base, int32_t dst_base,
+                    std::vector<BlockCopy>* out) {
+    for (BlockCopy c : v) out->push_back({c.src + src_base, c.dst + dst_base});
   };
-  if (!g.plan.swap_out.empty() || !g.plan.copies.empty() || !g.plan.swap_in.empty()) {
-    std::vector<BlockCopy> so = g.plan.swap_out, cp = g.plan.copies, si = g.plan.swap_in;
-    shift(so, g.block_base, g.swap_base);
-    shift(cp, g.block_base, g.block_base);
-    shift(si, g.swap_base, g.block_base);
-    const Status s = exec_->CopyBlocks(so, cp, si);
-    if (exec_->kv_epoch() != kv_epoch_) return Status::Ok();  // Step drops the KV
-    SHOAL_RETURN_IF_ERROR(s);
+  StepInput& in = g.input;
+  in.Clear();
+  in.AppendCopies(carry_);
+  carry_.Clear();
+  shifted(g.plan.swap_out, g.block_base, g.swap_base, &in.swap_out);
+  shifted(g.plan.copies, g.block_base, g.block_base, &in.copies);
+  shifted(g.plan.swap_in, g.swap_base, g.block_base, &in.swap_in);
+  in.state_copies.insert(in.state_copies.end(), g.plan.state_copies.begin(),
+                         g.plan.state_copies.end());
+  if (g.plan.chunks.empty()) {
+    // Nothing to run (a plan that only swaps out): its copies go with the next step.
+    carry_.AppendCopies(in);
+    return Status::Ok();
   }
-  if (!g.plan.state_copies.empty()) SHOAL_RETURN_IF_ERROR(exec_->CopyStates(g.plan.state_copies));
-  if (g.plan.chunks.empty()) return Status::Ok();
-  g.batch.Clear();
   g.tables.resize(g.plan.chunks.size());
   for (size_t i = 0; i < g.plan.chunks.size(); ++i) {
     const ScheduledChunk& c = g.plan.chunks[i];
@@ -345,11 +254,10 @@ Status Engine::SubmitGroup(int32_t gi) {
     const std::vector<int32_t>& local = g.sched->Table(c.seq_id).blocks;
     g.tables[i].resize(local.size());
     for (size_t b = 0; b < local.size(); ++b) g.tables[i][b] = local[b] + g.block_base;
-    g.batch.Add(c.seq_id, ids, c.start, g.tables[i], c.samples, false, c.tiled_until, c.state_slot);
+    in.batch.Add(c.seq_id, ids, c.start, g.tables[i], c.samples, false, c.tiled_until,
+                 c.state_slot);
   }
-  const Status s = exec_->Submit(g.batch);
-  if (exec_->kv_epoch() != kv_epoch_) return Status::Ok();  // Step drops the KV
-  SHOAL_RETURN_IF_ERROR(s);
+  SHOAL_RETURN_IF_ERROR(exec_->Submit(in));
   g.in_flight = true;
   flight_.push_back(gi);
   return Status::Ok();
@@ -364,44 +272,40 @@ Result<std::vector<TokenEvent>> Engine::Step() {
     const int32_t gi = (next_group_ + k) % G;
     Group& g = groups_[static_cast<size_t>(gi)];
     if (g.in_flight || g.sched->idle()) continue;
-    const Status s = SubmitGroup(gi);
-    if (KvLost()) return events;
-    SHOAL_RETURN_IF_ERROR(s);
+    SHOAL_RETURN_IF_ERROR(SubmitGroup(gi));
   }
   if (flight_.empty()) return events;
   const int32_t gi = flight_.front();
   flight_.pop_front();
   next_group_ = (gi + 1) % G;
-  const Status s = CollectGroup(gi, &events);
-  if (KvLost()) return events;  // CollectGroup sampled nothing
-  SHOAL_RETURN_IF_ERROR(s);
+  SHOAL_RETURN_IF_ERROR(CollectGroup(gi, &events));
   return events;
 }
 
-bool Engine::KvLost() {
-  if (exec_->kv_epoch() == kv_epoch_) return false;
-  // The executor lost every KV row: the steps in flight are void (no token is sampled from
-  // them, so none is duplicated or skipped) and every sequence is recomputed from its tokens.
-  kv_epoch_ = exec_->kv_epoch();
+void Engine::DropAllKv() {
+  // The steps in flight are void (no token is sampled from them, so none is duplicated or
+  // skipped) and every sequence is recomputed from its tokens.
   for (Group& g : groups_) {
     g.sched->DropAllKv();
     g.in_flight = false;
   }
   flight_.clear();
-  return true;
+  carry_.Clear();  // its swap-outs described blocks that are gone
 }
 
 Status Engine::CollectGroup(int32_t gi, std::vector<TokenEvent>* events) {
   Group& g = groups_[static_cast<size_t>(gi)];
   g.in_flight = false;
-  const Status collected = exec_->Collect(&logits_);
-  if (exec_->kv_epoch() != kv_epoch_) return Status::Ok();  // Step drops the KV
-  SHOAL_RETURN_IF_ERROR(collected);
+  SHOAL_RETURN_IF_ERROR(exec_->Collect(&out_));
+  if (out_.kv_lost) {
+    DropAllKv();
+    return Status::Ok();
+  }
   const int64_t V = exec_->n_vocab();
   size_t out_i = 0;
   for (const ScheduledChunk& c : g.plan.chunks) {
     if (!c.samples) continue;
-    const float* lg = logits_.data() + static_cast<int64_t>(out_i++) * V;
+    const float* lg = out_.logits.data() + static_cast<int64_t>(out_i++) * V;
     // A sequence cancelled while its step was in flight has nothing left to sample.
     auto own = owner_.find(c.seq_id);
     if (own == owner_.end()) continue;

@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "engine/executor.h"
 #include "kvcache/block_allocator.h"
 #include "kvcache/kv_store.h"
 #include "model/model.h"
@@ -46,59 +47,6 @@ struct EngineConfig {
   // space), and a step of one group is computed while the others' are in flight. 1 = one step
   // at a time. A pipeline of S stages wants S groups. Tokens do not depend on it.
   int32_t pipeline_groups = 1;
-};
-
-// Runs a batch of token chunks through the layers; the local executor owns the whole model.
-// (The distributed executor of later issues implements the same interface.)
-class Executor {
- public:
-  virtual ~Executor() = default;
-  virtual int64_t n_vocab() const = 0;
-  // Computes logits for batch.out_rows; writes [out_rows.size(), n_vocab] into logits.
-  virtual Status Run(const Batch& batch, std::vector<float>* logits) = 0;
-  // Whole-block KV copies, in this order: pool -> swap, pool -> pool, swap -> pool. They happen
-  // before the next Run or Submit.
-  virtual Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
-                            std::span<const BlockCopy> swap_in) = 0;
-  // Recurrent-state slot copies (forks), after the block copies and before the next Run.
-  virtual Status CopyStates(std::span<const BlockCopy> copies) {
-    if (copies.empty()) return Status::Ok();
-    return Errorf("this executor keeps no recurrent state");
-  }
-  // Bumped each time the executor lost its KV rows and swap space (a distributed executor that
-  // re-planned after a node failure). A call that bumps it may fail or succeed; either way its
-  // results are void, and the engine recomputes every sequence's KV from its tokens.
-  virtual uint64_t kv_epoch() const { return 0; }
-  // Overlapped steps: Submit starts a batch (the executor keeps its own copy of it) and Collect
-  // returns the logits of the oldest submitted batch not yet collected (first in, first out).
-  // The default runs the batch inside Submit.
-  virtual Status Submit(const Batch& batch);
-  virtual Status Collect(std::vector<float>* logits);
-
- private:
-  std::deque<std::vector<float>> done_;    // default Submit's results, oldest first
-  std::vector<std::vector<float>> spare_;  // collected buffers, reused (no allocation per step)
-};
-
-// Runs the whole model in this process over its own KV pool (and swap space) and thread pool.
-class LocalExecutor final : public Executor {
- public:
-  LocalExecutor(Model* model, KvStore kv, std::optional<KvStore> swap, int n_threads)
-      : model_(model), kv_(std::move(kv)), swap_(std::move(swap)), pool_(n_threads) {}
-  LocalExecutor(Model* model, KvStore kv, int n_threads)
-      : LocalExecutor(model, std::move(kv), std::nullopt, n_threads) {}
-  int64_t n_vocab() const override { return model_->hparams().n_vocab; }
-  Status Run(const Batch& batch, std::vector<float>* logits) override;
-  Status CopyBlocks(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> copies,
-                    std::span<const BlockCopy> swap_in) override;
-  Status CopyStates(std::span<const BlockCopy> copies) override;
-
- private:
-  Model* model_;
-  KvStore kv_;
-  std::optional<KvStore> swap_;
-  ThreadPool pool_;
-  ForwardOutput out_;
 };
 
 enum class FinishReason { kNone, kEos, kLength, kCancelled };
@@ -138,7 +86,8 @@ struct EngineStats {
 
 class Engine {
  public:
-  // Builds a local engine over a loaded model (the whole model: layers [0, n_layer)).
+  // Builds a local engine over a loaded model (the whole model: layers [0, n_layer)), sized
+  // by the rules of ApplyStateRules and the KV memory of cfg.
   static Result<std::unique_ptr<Engine>> Create(Model* model, const EngineConfig& cfg,
                                                 std::vector<int32_t> eog_ids);
   // Builds an engine over any executor; kv blocks are accounted here, stored by the executor
@@ -193,8 +142,8 @@ class Engine {
     std::unique_ptr<Scheduler> sched;
     StepPlan plan;  // the step in flight
     bool in_flight = false;
-    Batch batch;
-    std::vector<std::vector<int32_t>> tables;  // global block ids backing batch's chunks
+    StepInput input;                           // what was submitted for it
+    std::vector<std::vector<int32_t>> tables;  // global block ids backing input.batch's chunks
   };
   Scheduler& SchedOf(int64_t seq) { return *groups_[static_cast<size_t>(group_of_.at(seq))].sched; }
   const Scheduler& SchedOf(int64_t seq) const {
@@ -202,8 +151,8 @@ class Engine {
   }
   Status SubmitGroup(int32_t g);
   Status CollectGroup(int32_t g, std::vector<TokenEvent>* events);
-  // Whether the executor lost its KV since the last check; if so, drops every group's KV.
-  bool KvLost();
+  // The executor lost its KV: every step in flight is void and each sequence is recomputed.
+  void DropAllKv();
   void SampleChoice(int64_t req_id, Live& r, int32_t index, const float* logits,
                     std::vector<TokenEvent>* events);
   void FinishChoice(int64_t req_id, Live& r, int32_t index);
@@ -222,9 +171,9 @@ class Engine {
   std::map<int64_t, int32_t> group_of_;                   // seq -> group
   int64_t next_id_ = 1, next_seq_ = 1;
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
-  std::vector<float> logits_;
+  StepInput carry_;  // copies of a plan without chunks, sent with the next step
+  StepOutput out_;
   std::vector<int32_t> scratch_;
-  uint64_t kv_epoch_ = 0;
 };
 
 }  // namespace shoal

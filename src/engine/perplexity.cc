@@ -12,7 +12,7 @@ namespace shoal {
 
 namespace {
 
-using RunFn = std::function<Status(const Batch&, std::vector<float>*)>;
+using RunFn = std::function<Status(const StepInput&, std::vector<float>*)>;
 
 Result<PerplexityResult> Perplexity(const RunFn& run, int64_t V, std::span<const int32_t> blocks,
                                     const std::vector<int32_t>& tokens, int32_t n_ctx, int32_t bos,
@@ -30,10 +30,10 @@ Result<PerplexityResult> Perplexity(const RunFn& run, int64_t V, std::span<const
     std::vector<int32_t> ids(tokens.begin() + static_cast<int64_t>(start),
                              tokens.begin() + static_cast<int64_t>(start) + n_ctx);
     if (bos >= 0) ids[0] = bos;
-    Batch b;
-    b.Add(0, ids, 0, blocks, false, false, TiledUntil(n_ctx), /*state_slot=*/0);
-    for (int32_t j = first; j < n_ctx - 1; ++j) b.out_rows.push_back(j);
-    SHOAL_RETURN_IF_ERROR(run(b, &logits));
+    StepInput in;
+    in.batch.Add(0, ids, 0, blocks, false, false, TiledUntil(n_ctx), /*state_slot=*/0);
+    for (int32_t j = first; j < n_ctx - 1; ++j) in.batch.out_rows.push_back(j);
+    SHOAL_RETURN_IF_ERROR(run(in, &logits));
     for (int32_t j = first; j < n_ctx - 1; ++j) {
       const float* lg = logits.data() + static_cast<int64_t>(j - first) * V;
       const int32_t target = tokens[start + static_cast<size_t>(j) + 1];
@@ -71,8 +71,8 @@ Result<PerplexityResult> ComputePerplexity(Model& model, const std::vector<int32
   BlockTable table;
   SHOAL_RETURN_IF_ERROR(table.Reserve(alloc, n_ctx, kBlock));
   ForwardOutput out;
-  auto run = [&](const Batch& b, std::vector<float>* logits) -> Status {
-    SHOAL_RETURN_IF_ERROR(model.Forward(b, nullptr, kv, pool, &out));
+  auto run = [&](const StepInput& in, std::vector<float>* logits) -> Status {
+    SHOAL_RETURN_IF_ERROR(model.Forward(in.batch, nullptr, kv, pool, &out));
     logits->swap(out.logits);
     return Status::Ok();
   };
@@ -85,7 +85,21 @@ Result<PerplexityResult> ComputePerplexity(Executor& exec, const std::vector<int
   if (n_ctx < 4) return Errorf("context {} is too small for perplexity (need >= 4)", n_ctx);
   std::vector<int32_t> blocks(static_cast<size_t>(BlockTable::BlocksFor(n_ctx, block_size)));
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
-  auto run = [&](const Batch& b, std::vector<float>* logits) { return exec.Run(b, logits); };
+  StepOutput out;
+  auto run = [&](const StepInput& in, std::vector<float>* logits) -> Status {
+    // A chunk fills its whole context from position 0, so one whose KV was lost (a pipeline
+    // node failed) is simply run again; kMaxLosses in a row fail the measurement.
+    constexpr int kMaxLosses = 3;
+    for (int lost = 0;; ++lost) {
+      SHOAL_RETURN_IF_ERROR(exec.Run(in, &out));
+      if (!out.kv_lost) break;
+      if (lost + 1 == kMaxLosses)
+        return Errorf("the executor lost its KV {} times in a row: {}", kMaxLosses,
+                      out.kv_lost->why);
+    }
+    logits->swap(out.logits);
+    return Status::Ok();
+  };
   return Perplexity(run, exec.n_vocab(), blocks, tokens, n_ctx, bos, on_chunk);
 }
 

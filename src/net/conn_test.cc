@@ -206,8 +206,8 @@ TEST(ConnTest, ConcurrentSendersNeverInterleaveFrames) {
   std::vector<uint64_t> next(kThreads, 0);
   for (uint64_t n = 0; n < kThreads * kPerThread; ++n) {
     Frame f = RecvOrFail(*p->acceptor);
-    ASSERT_LT(f.tag.request_id, static_cast<uint64_t>(kThreads));
-    const uint64_t t = f.tag.request_id;
+    ASSERT_LT(f.tag.micro_batch, static_cast<uint64_t>(kThreads));
+    const uint64_t t = f.tag.micro_batch;
     ASSERT_EQ(f.tag.step, next[t]++);
     ASSERT_EQ(f.payload, DataFrame(t, f.tag.step, (f.tag.step % 5) * 40'000).payload);
   }

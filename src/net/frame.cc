@@ -64,7 +64,7 @@ size_t WriteHeader(MsgType type, uint16_t flags, const DataTag& tag, uint32_t pa
   StoreLE16(out + 6, flags);
   StoreLE32(out + 8, payload_len);
   if (!IsDataType(type)) return kBaseHeaderSize;
-  StoreLE64(out + 12, tag.request_id);
+  StoreLE64(out + 12, tag.micro_batch);
   StoreLE32(out + 20, tag.epoch);
   StoreLE64(out + 24, tag.step);
   return kMaxHeaderSize;
@@ -127,7 +127,7 @@ Status FrameDecoder::ParseBaseHeader() {
 
 void FrameDecoder::StartPayload() {
   if (IsDataType(frame_.type)) {
-    frame_.tag.request_id = LoadLE64(header_ + 12);
+    frame_.tag.micro_batch = LoadLE64(header_ + 12);
     frame_.tag.epoch = LoadLE32(header_ + 20);
     frame_.tag.step = LoadLE64(header_ + 24);
   } else {

@@ -17,7 +17,7 @@ namespace shoal::net {
 //   offset 6  u16 flags (meaning defined per message type; carried unchanged)
 //   offset 8  u32 payload length in bytes (after all headers)
 //   data types only (IsDataType):
-//   offset 12 u64 request id, offset 20 u32 plan epoch, offset 24 u64 step
+//   offset 12 u64 micro-batch, offset 20 u32 plan epoch, offset 24 u64 step
 //   then the payload.
 inline constexpr uint32_t kFrameMagic = 0x464E4853;  // "SHNF" in wire order
 // 2: state slots, hidden planes and state copies in step work (kimi-k3 over stages), heartbeat
@@ -52,7 +52,7 @@ enum class MsgType : uint8_t {
   kHeartbeat = 0x10,  // empty, or a body defined by the node agent
   kGoodbye = 0x11,    // string reason; the sender closes after it
   kControl = 0x12,    // coordinator <-> node control messages (body defined by cluster)
-  // Data frames: carry the (request id, plan epoch, step) data header.
+  // Data frames: carry the (micro-batch, plan epoch, step) data header.
   kActivations = 0x40,  // stage -> next stage: hidden states of one micro-batch
   kStepCommand = 0x41,  // coordinator -> stage: run one step
   kStepResult = 0x42,   // last stage -> coordinator: logits or sampled tokens
@@ -64,9 +64,10 @@ bool IsKnownType(uint8_t type);
 bool IsDataType(MsgType type);
 const char* MsgTypeName(MsgType type);
 
-// (request id, plan epoch, step): identifies a data frame for duplicate and epoch filtering.
+// (micro-batch, plan epoch, step): which part of which engine step of which plan a data frame
+// carries; a receiver drops frames of another plan epoch.
 struct DataTag {
-  uint64_t request_id = 0;
+  uint64_t micro_batch = 0;  // index within the step (cluster/remote_executor.h)
   uint32_t epoch = 0;
   uint64_t step = 0;
   bool operator==(const DataTag&) const = default;

@@ -370,7 +370,7 @@ TEST(SealedLinkTest, FlippedPayloadBitFailsTheLink) {
 }
 
 TEST(SealedLinkTest, FlippedHeaderFieldFailsTheLink) {
-  for (size_t offset : {size_t{6}, size_t{12}, size_t{24}}) {  // flags, request id, step
+  for (size_t offset : {size_t{6}, size_t{12}, size_t{24}}) {  // flags, micro-batch, step
     const std::string err = SendThreeThrough([offset](size_t i, std::vector<uint8_t> f) {
       if (i == kHandshakeFrames) f[offset] ^= 0x04;
       return std::vector<std::vector<uint8_t>>{f};

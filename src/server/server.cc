@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/process_memory.h"
+#include "server/cluster_view.h"
 #include "server/tokenize_route.h"
 
 namespace shoal::server {
@@ -57,7 +58,7 @@ Server::Server(ServerConfig cfg) : cfg_(std::move(cfg)) {
 
 Server::~Server() {
   pool_.reset();  // its tasks post to the io thread
-  loop_.reset();  // joins the engine thread before the io objects go away
+  StopEngine();   // joins the engine thread before the io objects go away
 }
 
 Status Server::Listen() {
@@ -101,8 +102,17 @@ void Server::SetFailed(Status s) {
 
 Status Server::Run() {
   http_->Run();
-  loop_.reset();
+  StopEngine();
   return failed_;
+}
+
+void Server::StopEngine() {
+  // A pipeline that is re-planning (no plan fits the live nodes) gives up first, so the
+  // engine thread waiting in it can be joined. The cluster is the engine's executor: it goes
+  // with the loop.
+  if (loop_ && model_.cluster) model_.cluster->Stop();
+  loop_.reset();
+  model_.cluster = nullptr;
 }
 
 void Server::Shutdown() {
@@ -149,9 +159,9 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   if (path == "/metrics") {
     const EngineStats es = loop_ ? loop_->stats() : EngineStats{};
     std::vector<StageMetrics> stages;
-    if (ready_ && model_.stage_metrics) stages = model_.stage_metrics();
+    if (ready_ && model_.cluster) stages = StageMetricsOf(*model_.cluster);
     std::string text = metrics_->Render(es, loop_ ? loop_->n_pending() : 0, stages);
-    if (ready_ && model_.extra_metrics) text += model_.extra_metrics();
+    if (ready_ && model_.cluster) text += FailoverMetrics(model_.cluster->stats());
     ex->Respond(200, "text/plain; version=0.0.4; charset=utf-8", text);
     return;
   }
@@ -195,27 +205,25 @@ void Server::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
 
 void Server::HandleMembership(const std::string& path, const HttpRequest& req,
                               std::shared_ptr<HttpExchange> ex) {
-  if (!model_.drain || !model_.join || !model_.rebalance)
-    return SendError(*ex, ApiError::BadRequest("this server is not a cluster"));
+  if (!model_.cluster) return SendError(*ex, ApiError::BadRequest("this server is not a cluster"));
   auto body = ParseJsonObject(req.body.empty() ? "{}" : req.body);
   if (!body.ok()) return SendError(*ex, ApiError::BadRequest(body.status().message()));
   if (path == "/v1/cluster/rebalance") {
-    if (Status s = model_.rebalance(); !s.ok())
-      return SendError(*ex, ApiError::BadRequest(s.message()));
+    model_.cluster->Rebalance();
     return ex->Respond(200, kJson, DumpJson(Json{{"rebalancing", true}}));
   }
   auto node = GetString(*body, "node");
   if (!node.ok() || !node->has_value())
     return SendError(*ex, ApiError::BadRequest("'node' (a name or address) is required", "node"));
   if (path == "/v1/cluster/drain") {
-    if (Status s = model_.drain(**node); !s.ok())
+    if (Status s = model_.cluster->Drain(**node); !s.ok())
       return SendError(*ex, ApiError::BadRequest(s.message(), "node"));
     return ex->Respond(200, kJson, DumpJson(Json{{"draining", **node}}));
   }
   auto standby = GetBool(*body, "standby");
   if (!standby.ok()) return SendError(*ex, ApiError::BadRequest(standby.status().message()));
   const bool as_standby = standby->value_or(false);
-  if (Status s = model_.join(**node, as_standby); !s.ok())
+  if (Status s = model_.cluster->Join(**node, as_standby); !s.ok())
     return SendError(*ex, ApiError::BadRequest(s.message(), "node"));
   return ex->Respond(200, kJson, DumpJson(Json{{"joined", **node}, {"standby", as_standby}}));
 }
@@ -238,9 +246,7 @@ void Server::HandleModels(const HttpRequest& req, std::shared_ptr<HttpExchange> 
 }
 
 void Server::HandleCluster(std::shared_ptr<HttpExchange> ex) {
-  Json c = model_.cluster_now         ? model_.cluster_now()
-           : model_.cluster.is_null() ? Json{{"mode", "local"}}
-                                      : model_.cluster;
+  Json c = model_.cluster ? ClusterJson(model_.cluster->stats()) : Json{{"mode", "local"}};
   const EngineStats es = loop_->stats();
   c["model"] = model_.info.name;
   c["requests_running"] = es.n_running;
@@ -253,8 +259,8 @@ void Server::HandleCluster(std::shared_ptr<HttpExchange> ex) {
     c["server_rss_bytes"] = mem->rss_bytes;
     c["server_peak_rss_bytes"] = mem->peak_rss_bytes;
   }
-  if (model_.stage_metrics && c.contains("stages") && c["stages"].is_array()) {
-    const std::vector<StageMetrics> sm = model_.stage_metrics();
+  if (model_.cluster && c.contains("stages") && c["stages"].is_array()) {
+    const std::vector<StageMetrics> sm = StageMetricsOf(*model_.cluster);
     for (size_t i = 0; i < sm.size() && i < c["stages"].size(); ++i) {
       Json& st = c["stages"][i];
       st["busy_fraction"] = sm[i].busy_fraction;
@@ -334,8 +340,8 @@ void Server::SubmitGeneration(std::shared_ptr<GenerationRequest> g,
   }
   // A pipeline whose live nodes cannot hold the model refuses new work; requests in flight
   // wait for the next plan.
-  if (model_.unavailable) {
-    const std::string why = model_.unavailable();
+  if (model_.cluster) {
+    const std::string why = model_.cluster->Unavailable();
     if (!why.empty()) return SendError(*ex, ApiError::Unavailable(why), {{"Retry-After", "1"}});
   }
   // Every submitted job is in jobs_ until it completes; those with no token yet are waiting.

@@ -15,6 +15,7 @@
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/served_model.h"
 #include "server/work_pool.h"
 
 namespace shoal::server {
@@ -42,30 +43,6 @@ struct ServerConfig {
   // takes a burst of 1,000+ clients at once; 256 MiB bounds the bodies held (32 x 8 MiB).
   size_t max_work_queued = 4096;
   size_t max_work_queued_bytes = 256 << 20;
-};
-
-// What the server serves once the model is loaded.
-struct ServedModel {
-  std::unique_ptr<Engine> engine;
-  const Tokenizer* tokenizer = nullptr;  // owned by the caller, outlives the server
-  ModelInfo info;
-  std::vector<int32_t> eog;
-  nlohmann::json meta;     // extra fields for /v1/models (n_params, n_ctx_train, ...)
-  nlohmann::json cluster;  // GET /v1/cluster: the stages (one local stage when not distributed)
-  // Measured per-stage load of a pipeline (called on the io thread; empty when local).
-  std::function<std::vector<StageMetrics>()> stage_metrics;
-  // A pipeline that fails over (io thread): why new requests get 503 now ("" while serving),
-  // the current /v1/cluster fields (replacing `cluster`) and extra /metrics text.
-  std::function<std::string()> unavailable;
-  std::function<nlohmann::json()> cluster_now;
-  std::function<std::string()> extra_metrics;
-  // POST /v1/cluster/drain {"node": NAME_OR_ADDRESS}: takes the node out (no request dropped).
-  // POST /v1/cluster/join {"node": HOST:PORT, "standby": false}: adds a node; the cluster
-  // rebalances onto it at the next step, or with "standby": true it waits as a spare.
-  // POST /v1/cluster/rebalance {}: re-plans over every live node at the next step.
-  std::function<Status(const std::string&)> drain;
-  std::function<Status(const std::string&, bool standby)> join;
-  std::function<Status()> rebalance;
 };
 
 class Server {
@@ -106,6 +83,8 @@ class Server {
                         std::shared_ptr<HttpExchange> ex);
   void OnEvents(std::vector<LoopEvent> events);  // io thread
   void BeginDrain();
+  // Ends the engine thread (stopping a pipeline's recovery first) and drops the engine.
+  void StopEngine();
   void MaybeFinishDrain();
   static void SendError(HttpExchange& ex, const ApiError& e, const Headers& extra = {});
 

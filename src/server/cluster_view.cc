@@ -1,9 +1,9 @@
 // ClusterJson and FailoverMetrics.
-#include "cli/cluster_view.h"
+#include "server/cluster_view.h"
 
 #include <cstdio>
 
-namespace shoal::cli {
+namespace shoal::server {
 
 nlohmann::json ClusterJson(const cluster::FailoverStats& s) {
   nlohmann::json stages = nlohmann::json::array();
@@ -76,4 +76,15 @@ std::string FailoverMetrics(const cluster::FailoverStats& s) {
   return out;
 }
 
-}  // namespace shoal::cli
+std::vector<StageMetrics> StageMetricsOf(const cluster::ClusterControl& c) {
+  std::vector<StageMetrics> out;
+  const std::vector<cluster::StageLoad> loads = c.StageLoads();
+  const std::vector<std::string> names = c.StageNames();
+  for (size_t i = 0; i < loads.size(); ++i)
+    out.push_back({static_cast<int32_t>(i), i < names.size() ? names[i] : "",
+                   loads[i].busy_fraction, loads[i].tokens_per_s, loads[i].busy_s_total,
+                   loads[i].tokens_total, cluster::StageStats::kWindowS});
+  return out;
+}
+
+}  // namespace shoal::server
