@@ -83,7 +83,7 @@ class LiveNode {
 
 // The greeting a node sends first on every link: its NodeInfo with test figures.
 inline net::Frame JoinFrame(const std::string& name, const std::string& address) {
-  planner::NodeInfo info;
+  measure::NodeInfo info;
   info.name = name;
   info.address = address;
   info.n_threads = 1;
@@ -92,7 +92,7 @@ inline net::Frame JoinFrame(const std::string& name, const std::string& address)
   info.matmul_flops = {{DType::kQ4_0, 50e9}};
   net::Frame join;
   join.type = net::MsgType::kControl;
-  join.payload = EncodeJoin(planner::NodeInfoToJson(info));
+  join.payload = EncodeJoin(measure::NodeInfoToJson(info));
   return join;
 }
 

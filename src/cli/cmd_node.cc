@@ -54,7 +54,7 @@ int RunNode(const NodeArgs& a) {
   if (!key.ok()) return Fail(key.status());
   auto agent = cluster::NodeAgent::Start(o, std::move(*key));
   if (!agent.ok()) return Fail(agent.status());
-  const planner::NodeInfo& info = (*agent)->info();
+  const measure::NodeInfo& info = (*agent)->info();
   std::fprintf(stderr,
                "shoal node: listening on %s:%u (mem limit %llu MiB, %.1f GB/s, %d threads, %s)\n",
                o.host.c_str(), (*agent)->port(), static_cast<unsigned long long>(o.mem_limit >> 20),

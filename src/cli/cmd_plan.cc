@@ -130,7 +130,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
                   "Tokens generated per request: price decode at prompt + output / 2 and report "
                   "served tokens/s with prefill");
   cmd->add_option("--step-overhead-ms", o->step_overhead_ms,
-                  "Fixed time per engine step outside the forward passes (bench/calibrate "
+                  "Fixed time per engine step outside the forward passes (tools/calibrate "
                   "measures it)");
   cmd->add_option("--pipeline-groups", o->cap.pipeline_groups,
                   "Sequence groups with a step in flight each, as `shoal serve --pipeline-groups` "
@@ -147,7 +147,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
                   "One-way link latency, us (after --link)");
   cmd->add_option("--link-cpu-ns-per-byte", o->link_cpu_ns,
                   "CPU the network stacks at both ends spend per byte sent, ns, charged to the "
-                  "sending stage (bench/calibrate measures it)");
+                  "sending stage (tools/calibrate measures it)");
   cmd->add_option("--link-type", o->link_dtype, "Activations on the wire: f32, f16 or q8_0");
   cmd->add_option("--save-device", o->save_device,
                   "Write the device (e.g. local, as measured now) as a NodeInfo .json file that "
@@ -182,7 +182,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
       if (!o->save_device.empty()) {
         std::FILE* f = std::fopen(o->save_device.c_str(), "w");
         if (f == nullptr) return Fail(Errorf("plan: cannot write {}", o->save_device));
-        const std::string text = planner::NodeInfoToJson(device->node);
+        const std::string text = measure::NodeInfoToJson(device->node);
         const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
         if (std::fclose(f) != 0 || !ok)
           return Fail(Errorf("plan: short write to {}", o->save_device));

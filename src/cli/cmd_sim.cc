@@ -63,7 +63,7 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
                   "CPU the network stacks at both ends spend per byte sent, ns (as plan)");
   cmd->add_option("--link-cpu-send-share", o->sim.link_cpu_send_share,
                   "Share of that CPU the sending stage spends in its send; the rest runs beside "
-                  "it while the bytes are on the wire (bench/calibrate measures it)")
+                  "it while the bytes are on the wire (tools/calibrate measures it)")
       ->capture_default_str();
   cmd->add_option("--link-type", o->link_dtype, "Activations on the wire: f32, f16 or q8_0");
   cmd->add_flag("--json", o->json, "Print the report as JSON");

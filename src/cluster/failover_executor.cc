@@ -121,7 +121,7 @@ void FailoverExecutor::Install(Cluster cl) {
   }
   n_layer_ = plan.n_layer;
   std::lock_guard<std::mutex> lk(mu_);
-  for (const planner::NodeInfo& n : exec->cluster().infos) names_[n.address] = n.name;
+  for (const measure::NodeInfo& n : exec->cluster().infos) names_[n.address] = n.name;
   stats_.epoch = exec->cluster().epoch;
   stats_.plan = plan;
   stats_.stage_addresses = std::move(addrs);

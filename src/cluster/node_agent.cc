@@ -54,7 +54,7 @@ struct NodeAgent::Impl {
   NodeOptions opts;
   net::ClusterKey key;
   std::unique_ptr<net::Listener> listener;
-  planner::NodeInfo info;
+  measure::NodeInfo info;
   std::atomic<bool> stop{false};
   // Link threads with a flag each sets when it ends: the accept loop joins ended ones, since a
   // coordinator probing during failover opens a link every 0.5 s.
@@ -142,7 +142,7 @@ NodeAgent::~NodeAgent() {
 }
 
 uint16_t NodeAgent::port() const { return impl_->listener->port(); }
-const planner::NodeInfo& NodeAgent::info() const { return impl_->info; }
+const measure::NodeInfo& NodeAgent::info() const { return impl_->info; }
 
 void NodeAgent::Stop() {
   impl_->stop = true;
@@ -208,7 +208,7 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
   }
   net::Frame join;
   join.type = net::MsgType::kControl;
-  join.payload = EncodeJoin(planner::NodeInfoToJson(info));
+  join.payload = EncodeJoin(measure::NodeInfoToJson(info));
   if (!conn->Send(join).ok()) return;
   FrameQueue inbox;  // the coordinator's answers to this link's fetches
   std::vector<std::thread> loaders;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "measure/node_info.h"
 #include "net/auth.h"
-#include "planner/node_info.h"
 
 namespace shoal::cluster {
 
@@ -39,7 +39,7 @@ class NodeAgent {
   static Result<std::unique_ptr<NodeAgent>> Start(const NodeOptions& opts, net::ClusterKey key);
   ~NodeAgent();
   uint16_t port() const;
-  const planner::NodeInfo& info() const;
+  const measure::NodeInfo& info() const;
   // Serves until Stop() (thread-safe; e.g. from a signal watcher).
   Status Run();
   void Stop();

@@ -49,7 +49,7 @@ Result<NodeLink> ConnectNode(const std::string& addr, const NodeOverride& o,
   l.conn = std::shared_ptr<net::Conn>(std::move(c));
   SHOAL_ASSIGN_OR_RETURN(net::Frame j, RecvControl(*l.conn, timeout_ms, addr));
   SHOAL_ASSIGN_OR_RETURN(std::string json, DecodeJoin(j.payload));
-  SHOAL_ASSIGN_OR_RETURN(l.info, planner::NodeInfoFromJson(json));
+  SHOAL_ASSIGN_OR_RETURN(l.info, measure::NodeInfoFromJson(json));
   l.info.address = addr;  // the address we reached it by
   if (!o.name.empty()) l.info.name = o.name;
   if (o.mem_limit > 0 && (l.info.mem_limit == 0 || o.mem_limit < l.info.mem_limit))
@@ -129,7 +129,7 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts, std::vector<std::st
   }
   if (!cl.watch) {
     std::vector<std::string> names;
-    for (const planner::NodeInfo& n : cl.infos) names.push_back(n.name);
+    for (const measure::NodeInfo& n : cl.infos) names.push_back(n.name);
     cl.watch = std::make_shared<LinkWatch>(cl.conns, std::move(names), opts.watch);
   }
   // Every stage loads at once (a failover's recovery time is one load, not one per stage); a
@@ -206,7 +206,7 @@ RemoteExecutor::RemoteExecutor(Cluster cluster, int64_t n_vocab, int64_t n_embd,
   watch_ = cluster_.watch;
   if (!watch_) {
     std::vector<std::string> names;
-    for (const planner::NodeInfo& n : cluster_.infos) names.push_back(n.name);
+    for (const measure::NodeInfo& n : cluster_.infos) names.push_back(n.name);
     watch_ = std::make_shared<LinkWatch>(cluster_.conns, std::move(names), watch);
     cluster_.watch = watch_;
   }

@@ -37,7 +37,7 @@ struct ClusterOptions {
 // Authenticated links to every node with the plan made from their reported NodeInfo.
 struct Cluster {
   std::vector<std::shared_ptr<net::Conn>> conns;  // [node]
-  std::vector<planner::NodeInfo> infos;
+  std::vector<measure::NodeInfo> infos;
   planner::Plan plan;
   int32_t n_blocks = 0;              // KV blocks per stage (the engine's pool size)
   uint32_t epoch = 1;                // plan epoch: every assignment and data frame carries it
@@ -51,7 +51,7 @@ struct Cluster {
 // One authenticated link and the node's reported info (with `override` applied).
 struct NodeLink {
   std::shared_ptr<net::Conn> conn;
-  planner::NodeInfo info;
+  measure::NodeInfo info;
 };
 Result<NodeLink> ConnectNode(const std::string& address, const NodeOverride& override,
                              const net::ClusterKey& key, int64_t timeout_ms,

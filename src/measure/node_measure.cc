@@ -258,9 +258,9 @@ double MeasureAttentionFlops(int head_dim) {
   return 2.0 * (2.0 * d) * n_kv * heads / std::max(Median(times), 1e-9);
 }
 
-planner::NodeInfo MeasureNode(const std::string& name, const std::string& address,
+measure::NodeInfo MeasureNode(const std::string& name, const std::string& address,
                               uint64_t mem_limit, int n_threads, const MeasureShape& shape) {
-  planner::NodeInfo n;
+  measure::NodeInfo n;
   n.name = name;
   n.address = address;
   n.mem_limit = mem_limit;

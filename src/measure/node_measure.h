@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/node_info.h"
+#include "measure/node_info.h"
 #include "tensor/dtype.h"
 #include "threading/thread_pool.h"
 
@@ -27,7 +27,7 @@ struct MeasureShape {
 // Measures this machine for NodeInfo: STREAM-triad bandwidth on arrays small enough for a
 // 256 MiB node, the decode weight-streaming rate, matmul throughput per weight type, and the
 // attention kernel's speed, at the shapes of `shape` (the model's, where the caller knows it).
-planner::NodeInfo MeasureNode(const std::string& name, const std::string& address,
+measure::NodeInfo MeasureNode(const std::string& name, const std::string& address,
                               uint64_t mem_limit, int n_threads, const MeasureShape& shape = {});
 // Bytes/s at which MatMul reads `type` weights (Q4_0 pretiled) from DRAM for `tokens` tokens: one
 // decoder layer's matrices of `shape`, in order, repeated to ~64 MiB a round (0 when the

@@ -36,12 +36,12 @@ TEST(NodeMeasure, StreamsEachWeightType) {
 TEST(NodeMeasure, MeasuresTheRequestedTypesAndTheCoRunSlowdown) {
   MeasureShape s = Small();
   s.types = {DType::kQ6_K, DType::kQ4_0};  // Q4_0 is the default table, not repeated
-  const planner::NodeInfo n = MeasureNode("t", "", uint64_t{1} << 30, 1, s);
+  const measure::NodeInfo n = MeasureNode("t", "", uint64_t{1} << 30, 1, s);
   ASSERT_EQ(n.weight_bw_batch.size(), 4u);
   ASSERT_EQ(n.type_bw_batch.size(), 1u);
   EXPECT_EQ(n.type_bw_batch[0].first, DType::kQ6_K);
   EXPECT_EQ(n.type_bw_batch[0].second.size(), 4u);
-  EXPECT_TRUE(planner::ValidateNode(n).ok());
+  EXPECT_TRUE(measure::ValidateNode(n).ok());
   // Two cores streaming at once: one factor per batch size, each at least 1.
   const std::vector<double> slow = MeasureCoRunSlowdown(s, 2);
   ASSERT_EQ(slow.size(), 4u);

@@ -38,7 +38,8 @@ WeightsBreakdown Weights(const ModelProfile& p) {
 
 // Whole layers per node: the fewest pipeline stages MakePlan accepts (from the greedy packing
 // count up), or 0 when one layer with its KV and the stage extras overflows a node.
-int32_t MinPipelineStages(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c) {
+int32_t MinPipelineStages(const ModelProfile& p, const measure::NodeInfo& node,
+                          const PlanConfig& c) {
   const int32_t L = p.n_layer();
   int32_t stages = 0;
   for (int32_t f = 0; f < L;) {
@@ -49,7 +50,7 @@ int32_t MinPipelineStages(const ModelProfile& p, const NodeInfo& node, const Pla
     f = e;
   }
   for (int32_t s = stages; s <= L; ++s) {
-    std::vector<NodeInfo> nodes(static_cast<size_t>(s), node);
+    std::vector<measure::NodeInfo> nodes(static_cast<size_t>(s), node);
     if (MakePlan(p, nodes, c).ok()) return s;
   }
   return 0;
@@ -171,8 +172,8 @@ struct DecodePass {
   const char* bound = "";  // and what binds it
 };
 
-DecodePass PriceDecodePass(const ModelProfile& p, const NodeInfo& node, const CapacityReport& r,
-                           double mb) {
+DecodePass PriceDecodePass(const ModelProfile& p, const measure::NodeInfo& node,
+                           const CapacityReport& r, double mb) {
   DecodePass out;
   for (size_t i = 0; i < r.stages.size(); ++i) {
     const StepCost s = StageDecodeCost(p, node, r.config, r.stages[i], mb);
@@ -208,7 +209,7 @@ DecodeRound PriceDecode(const ModelProfile& p, const DevicePreset& d, CapacityRe
   round.co_running = r->opt.host_cores > 0 && r->groups > 1 && S > 1;
   round.cores = std::min<double>(r->opt.host_cores, S);  // with host_cores > 0
   round.run = d;
-  if (round.co_running) round.run.node = CoRunning(d.node);
+  if (round.co_running) round.run.node = measure::CoRunning(d.node);
   const double ovh = r->opt.step_overhead_s;
   // G groups of b_r / G sequences, each group step cut into m_g micro-batches (the cluster runtime:
   // one micro-batch per group step once groups fill the pipeline, else stages / groups). A group's
@@ -321,7 +322,7 @@ void Speed(const ModelProfile& p, const DevicePreset& d, CapacityReport* r) {
 
 Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d,
                                     const CapacityOptions& o) {
-  SHOAL_RETURN_IF_ERROR(ValidateNode(d.node));
+  SHOAL_RETURN_IF_ERROR(measure::ValidateNode(d.node));
   if (o.context < 1 || o.concurrency < 1 || o.nodes < 0 || o.batch_tokens < 1)
     return Errorf("plan: context, concurrency and batch tokens must be >= 1, nodes >= 0");
   if (o.stages < 0 || o.output < 0 || !(o.step_overhead_s >= 0) || o.host_cores < 0)
@@ -382,7 +383,7 @@ Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d
       int64_t per = o.stages > 0 ? o.stages : pipe;
       if (pass == 1 && o.stages == 0 && o.nodes > 0 && o.nodes >= pipe)
         per = std::min<int64_t>(p.n_layer(), std::max<int64_t>(pipe, o.nodes / replicas));
-      std::vector<NodeInfo> nodes(static_cast<size_t>(per), d.node);
+      std::vector<measure::NodeInfo> nodes(static_cast<size_t>(per), d.node);
       for (size_t i = 0; i < nodes.size(); ++i) nodes[i].name = fmt::format("n{}", i);
       SHOAL_ASSIGN_OR_RETURN(Plan plan, MakePlan(p, nodes, c));
       r.mode = per == 1 ? "single node" : "pipeline";

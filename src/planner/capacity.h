@@ -30,7 +30,7 @@ struct CapacityOptions {
   // reports served tokens/s (prefill included) for `concurrency` requests of prompt + output.
   int32_t output = 0;
   // Seconds every engine step costs outside the stages' forward passes (coordinator scheduling
-  // and sampling, framing, thread hand-offs); measured by bench/calibrate, 0 = not counted.
+  // and sampling, framing, thread hand-offs); measured by tools/calibrate, 0 = not counted.
   double step_overhead_s = 0;
   // Sequence groups per replica, each with its own step in flight (`shoal serve
   // --pipeline-groups`): 1 = one step at a time, cut into min(stages, sequences) micro-batches
@@ -65,15 +65,15 @@ struct StepCost {
   double latency_s = 0;
   const char* bound = "memory bandwidth";
 };
-StepCost StageDecodeCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+StepCost StageDecodeCost(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                          const StageSpec& s, double batch);
-StepCost StagePrefillCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+StepCost StagePrefillCost(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                           const StageSpec& s, double tokens);
 // A step of `rows` rows mixing prompt chunks and decodes (continuous batching), `sampled` of
 // them producing logits, each row attending to `ctx` positions on average: one forward pass,
 // so weights are read once and each row adds its compute as a prompt token does.
 // StagePrefillCost is one fresh chunk (sampled 1, ctx tokens / 2).
-StepCost StageMixedCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+StepCost StageMixedCost(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                         const StageSpec& s, double rows, double sampled, double ctx);
 
 struct WeightsBreakdown {

@@ -439,7 +439,7 @@ TEST(Capacity, LinkCpuIsTheSendingStagesTime) {
   auto r = PlanCapacity(*p, *d, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(r->stages.size(), 2u);
-  NodeInfo slow = d->node;
+  measure::NodeInfo slow = d->node;
   slow.link_cpu_s_per_byte = 5e-9;
   const double logits = 4.0 * 4 * static_cast<double>(p->hp.n_vocab);
   const double hidden = 4.0 * static_cast<double>(LinkRowBytes(r->config.link_dtype, p->hp.n_embd));
@@ -456,11 +456,11 @@ TEST(Capacity, LinkCpuIsTheSendingStagesTime) {
   const StepCost b = StageDecodeCost(*p, slow, r->config, r->stages[1], 4);
   EXPECT_NEAR(b.latency_s - a.latency_s, logits * 50e-9 - logits / 125e6, 1e-9);
   // And it survives a trip through the node file.
-  auto back = NodeInfoFromJson(NodeInfoToJson(slow));
+  auto back = measure::NodeInfoFromJson(measure::NodeInfoToJson(slow));
   ASSERT_TRUE(back.ok());
   EXPECT_DOUBLE_EQ(back->link_cpu_s_per_byte, 50e-9);
   slow.link_cpu_s_per_byte = -1;
-  EXPECT_FALSE(ValidateNode(slow).ok());
+  EXPECT_FALSE(measure::ValidateNode(slow).ok());
 }
 
 TEST(Presets, UnknownNamesAreErrors) {

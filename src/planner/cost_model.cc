@@ -13,7 +13,8 @@ uint64_t KvPerTokenLayer(const ModelProfile& p, const PlanConfig& c, int32_t l) 
 
 // Seconds for `flops_per_param` flops per matmul parameter over `cost`'s matrices on `node`
 // (0 when the node reports no throughput: memory-bound model only).
-double MatmulSeconds(const TensorCost& cost, const NodeInfo& node, double flops_per_param) {
+double MatmulSeconds(const TensorCost& cost, const measure::NodeInfo& node,
+                     double flops_per_param) {
   double s = 0;
   for (const TypedParams& t : cost.matmul) {
     const double f = node.FlopsFor(t.type);
@@ -22,14 +23,14 @@ double MatmulSeconds(const TensorCost& cost, const NodeInfo& node, double flops_
   return s;
 }
 
-double AttnSeconds(const NodeInfo& node, double flops) {
+double AttnSeconds(const measure::NodeInfo& node, double flops) {
   const double f = node.AttnFlops();
   return f > 0 ? flops / f : 0;
 }
 
 }  // namespace
 
-double StreamBw(const NodeInfo& node, const TensorCost& cost, double tokens) {
+double StreamBw(const measure::NodeInfo& node, const TensorCost& cost, double tokens) {
   const double fallback = node.WeightBw(tokens);
   if (node.type_bw_batch.empty() || cost.bytes == 0) return fallback;
   double bytes_left = static_cast<double>(cost.bytes), seconds = 0;
@@ -95,7 +96,7 @@ uint64_t KvTokensPerLayer(const PlanConfig& c) {
   return static_cast<uint64_t>(c.max_num_seqs) * blocks_per_seq * bs;
 }
 
-uint64_t StageBuffers(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+uint64_t StageBuffers(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                       int32_t first, int32_t last) {
   BufferInputs in;
   in.max_tokens = c.max_batched_tokens;
@@ -111,8 +112,8 @@ uint64_t StageBuffers(const ModelProfile& p, const NodeInfo& node, const PlanCon
   return StageBufferBytes(p, first == 0, last == p.n_layer(), in).total();
 }
 
-StageMemory EstimateStageMemory(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                                int32_t first, int32_t last) {
+StageMemory EstimateStageMemory(const ModelProfile& p, const measure::NodeInfo& node,
+                                const PlanConfig& c, int32_t first, int32_t last) {
   StageMemory m;
   m.weights = p.StageWeightBytes(first, last);
   for (int32_t l = first; l < last; ++l)
@@ -134,14 +135,15 @@ double LayerAttentionFlops(const ModelProfile& p, int32_t l, double ctx) {
   return a.flops_per_ctx * ctx + a.flops_fixed;
 }
 
-double LayerMatmulSeconds(const ModelProfile& p, const NodeInfo& node, int32_t l, double params) {
+double LayerMatmulSeconds(const ModelProfile& p, const measure::NodeInfo& node, int32_t l,
+                          double params) {
   const TensorCost& L = p.layers[static_cast<size_t>(l)];
   const double all = static_cast<double>(L.matmul_params());
   return all > 0 ? MatmulSeconds(L, node, 2.0) * params / all : 0;
 }
 
-double LayerDecodeStepSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                              int32_t l, double batch) {
+double LayerDecodeStepSeconds(const ModelProfile& p, const measure::NodeInfo& node,
+                              const PlanConfig& c, int32_t l, double batch) {
   const TensorCost& L = p.layers[static_cast<size_t>(l)];
   const double ctx = c.DecodeContext();
   const double expert_bytes =
@@ -163,13 +165,13 @@ double LayerDecodeStepSeconds(const ModelProfile& p, const NodeInfo& node, const
   return proj_s + attn_s;
 }
 
-double LayerDecodeSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+double LayerDecodeSeconds(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                           int32_t l) {
   return LayerDecodeStepSeconds(p, node, c, l, 1.0);
 }
 
-double LayerPrefillSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                           int32_t l) {
+double LayerPrefillSeconds(const ModelProfile& p, const measure::NodeInfo& node,
+                           const PlanConfig& c, int32_t l) {
   const TensorCost& L = p.layers[static_cast<size_t>(l)];
   const double B = c.max_batched_tokens;
   const double expert_bytes =
@@ -186,7 +188,7 @@ double LayerPrefillSeconds(const ModelProfile& p, const NodeInfo& node, const Pl
   return std::max(mem_s, compute_s);
 }
 
-double HeadSeconds(const ModelProfile& p, const NodeInfo& node, double rows) {
+double HeadSeconds(const ModelProfile& p, const measure::NodeInfo& node, double rows) {
   TensorCost head = p.head;
   if (p.hp.tied_embeddings) head.Add(p.token_embd);
   // The weights once per step, the compute per row of logits.
@@ -194,14 +196,14 @@ double HeadSeconds(const ModelProfile& p, const NodeInfo& node, double rows) {
                   rows * MatmulSeconds(head, node, 2.0));
 }
 
-double ExtrasDecodeSeconds(const ModelProfile& p, const NodeInfo& node, int32_t first,
+double ExtrasDecodeSeconds(const ModelProfile& p, const measure::NodeInfo& node, int32_t first,
                            int32_t last) {
   if (last != p.n_layer()) return 0;  // the first stage's embedding lookup reads one row
   return HeadSeconds(p, node, 1.0);
 }
 
-StageTime EstimateStageTime(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                            int32_t first, int32_t last) {
+StageTime EstimateStageTime(const ModelProfile& p, const measure::NodeInfo& node,
+                            const PlanConfig& c, int32_t first, int32_t last) {
   StageTime t;
   for (int32_t l = first; l < last; ++l) {
     t.decode_s += LayerDecodeSeconds(p, node, c, l);
@@ -211,15 +213,15 @@ StageTime EstimateStageTime(const ModelProfile& p, const NodeInfo& node, const P
   return t;
 }
 
-double EstimateStageStepSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                                int32_t first, int32_t last, double batch) {
+double EstimateStageStepSeconds(const ModelProfile& p, const measure::NodeInfo& node,
+                                const PlanConfig& c, int32_t first, int32_t last, double batch) {
   double s = 0;
   for (int32_t l = first; l < last; ++l) s += LayerDecodeStepSeconds(p, node, c, l, batch);
   if (last == p.n_layer()) s += HeadSeconds(p, node, batch);  // the output head
   return s;
 }
 
-LinkTime EstimateLinkTime(const ModelProfile& p, const NodeInfo& from, const PlanConfig& c,
+LinkTime EstimateLinkTime(const ModelProfile& p, const measure::NodeInfo& from, const PlanConfig& c,
                           int32_t next_layer) {
   const double bw = from.link_bw > 0 ? from.link_bw : c.link_bw;
   LinkTime t;

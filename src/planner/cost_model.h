@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "measure/node_info.h"
 #include "planner/model_profile.h"
-#include "planner/node_info.h"
 
 namespace shoal::planner {
 
@@ -62,52 +62,54 @@ struct StageMemory {
 };
 
 // Memory of a stage serving [first, last) on `node` (which sets the attention-scratch threads).
-StageMemory EstimateStageMemory(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                                int32_t first, int32_t last);
+StageMemory EstimateStageMemory(const ModelProfile& p, const measure::NodeInfo& node,
+                                const PlanConfig& c, int32_t first, int32_t last);
 // Buffers only for layers [first, last) (first == 0: the stage embeds tokens; last ==
 // n_layer: it produces logits; the planes of hidden rows at both ends, HParams::hidden_planes).
-uint64_t StageBuffers(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+uint64_t StageBuffers(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                       int32_t first, int32_t last);
 
 // Seconds per token of layer `l` on `node`: decode of one sequence at DecodeContext(), or
 // a prompt token in a max_batched_tokens batch (see docs/ARCHITECTURE.md, "planner").
-double LayerDecodeSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+double LayerDecodeSeconds(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                           int32_t l);
-double LayerPrefillSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                           int32_t l);
+double LayerPrefillSeconds(const ModelProfile& p, const measure::NodeInfo& node,
+                           const PlanConfig& c, int32_t l);
 // Seconds of one decode step of `batch` sequences through layer l (weights read once, routed
 // experts as far as the batch touches them, each sequence's cache at DecodeContext(); compute
 // for batch tokens). LayerDecodeSeconds is batch 1.
-double LayerDecodeStepSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                              int32_t l, double batch);
+double LayerDecodeStepSeconds(const ModelProfile& p, const measure::NodeInfo& node,
+                              const PlanConfig& c, int32_t l, double batch);
 // KV bytes per token of layer l and the fixed per-sequence state bytes (KDA) at c.kv_dtype.
 uint64_t LayerKvBytesPerToken(const ModelProfile& p, const PlanConfig& c, int32_t l);
 uint64_t LayerStateBytes(const ModelProfile& p, int32_t l);
 // Seconds for the matmuls of `params` matrix parameters of the layer's weight types on `node`
 // (2 flops each; the layer's type mix; 0 when the node reports no throughput).
-double LayerMatmulSeconds(const ModelProfile& p, const NodeInfo& node, int32_t l, double params);
+double LayerMatmulSeconds(const ModelProfile& p, const measure::NodeInfo& node, int32_t l,
+                          double params);
 // Attention flops of one query token of layer l at context ctx.
 double LayerAttentionFlops(const ModelProfile& p, int32_t l, double ctx);
 
 // The rate `node` streams `cost`'s weights at `tokens` tokens: each matmul type at its own rate
-// (NodeInfo::WeightBw(tokens, type)), weighted by its bytes; the rest (norms) at the default.
-double StreamBw(const NodeInfo& node, const TensorCost& cost, double tokens);
+// (measure::NodeInfo::WeightBw(tokens, type)), weighted by its bytes; the rest (norms) at the
+// default.
+double StreamBw(const measure::NodeInfo& node, const TensorCost& cost, double tokens);
 
 // Seconds of the output head producing `rows` rows of logits in one step.
-double HeadSeconds(const ModelProfile& p, const NodeInfo& node, double rows);
+double HeadSeconds(const ModelProfile& p, const measure::NodeInfo& node, double rows);
 // Seconds per decode token of a stage's extra tensors (the output head on the last stage).
-double ExtrasDecodeSeconds(const ModelProfile& p, const NodeInfo& node, int32_t first,
+double ExtrasDecodeSeconds(const ModelProfile& p, const measure::NodeInfo& node, int32_t first,
                            int32_t last);
 
 struct StageTime {
   double decode_s = 0;
   double prefill_s = 0;
 };
-StageTime EstimateStageTime(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                            int32_t first, int32_t last);
+StageTime EstimateStageTime(const ModelProfile& p, const measure::NodeInfo& node,
+                            const PlanConfig& c, int32_t first, int32_t last);
 // One decode step of `batch` sequences through the stage (layers and extras).
-double EstimateStageStepSeconds(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
-                                int32_t first, int32_t last, double batch);
+double EstimateStageStepSeconds(const ModelProfile& p, const measure::NodeInfo& node,
+                                const PlanConfig& c, int32_t first, int32_t last, double batch);
 
 // One token's activations from `from` to the next stage: transfer (bytes / bandwidth) and
 // latency.
@@ -117,7 +119,7 @@ struct LinkTime {
   double total() const { return transfer_s + latency_s; }
 };
 // One activation row into layer next_layer (HParams::hidden_planes rows of the link type).
-LinkTime EstimateLinkTime(const ModelProfile& p, const NodeInfo& from, const PlanConfig& c,
+LinkTime EstimateLinkTime(const ModelProfile& p, const measure::NodeInfo& from, const PlanConfig& c,
                           int32_t next_layer);
 
 }  // namespace shoal::planner

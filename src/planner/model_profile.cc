@@ -93,7 +93,7 @@ int64_t TensorCost::matmul_params() const {
 TensorCost ModelProfile::StageExtras(int32_t first, int32_t last) const {
   TensorCost c = other;
   const bool is_first = first == 0, is_last = last == n_layer();
-  // The dense decoder maps token_embd on the first stage, and on the last stage when the
+  // The llama family's layers map token_embd on the first stage, and on the last stage when the
   // embeddings are tied (it is the output matrix there); one mapping serves both.
   if (is_first || (is_last && hp.tied_embeddings)) c.Add(token_embd);
   if (is_last) c.Add(head);
@@ -168,8 +168,9 @@ BufferBytes StageBufferBytes(const ModelProfile& p, bool first_stage, bool last_
   const uint64_t T = static_cast<uint64_t>(std::max<int64_t>(in.max_tokens, 1));
   const int64_t E = hp.n_embd, ad = hp.n_head * hp.head_dim_v;
   BufferBytes b;
-  // DenseDecoder's Workspace, grown to [T, width] f32 each: x, xn, tmp [E]; q; k; v; att;
-  // gate, up [n_ff]; rope [n_rot]. The last stage adds `rows` [out_rows, E].
+  // The llama family's workspace (model/arch/llama/llama_family.cc), grown to [T, width] f32 each:
+  // x, xn, tmp [E]; q; k; v; att; gate, up [n_ff]; rope [n_rot]. The last stage adds `rows`
+  // [out_rows, E].
   const int64_t ws_width =
       3 * E + hp.q_dim() + hp.k_dim() + hp.v_dim() + ad + 2 * hp.n_ff + hp.n_rot;
   b.workspace = T * static_cast<uint64_t>(ws_width) * kF32;

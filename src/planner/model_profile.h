@@ -18,7 +18,7 @@ namespace shoal::planner {
 
 // Fixed memory of one `shoal node` process beyond its weights, KV pool and the buffers counted
 // below: code and shared libraries (file-backed), heaps, per-thread malloc arenas and stacks,
-// frame buffers of the links and allocator slack. Measured (scripts/ps3_test.sh: 1.1B Q4_0 over
+// frame buffers of the links and allocator slack. Measured (tools/bench/ps3_test.sh: 1.1B Q4_0 over
 // 4 nodes, peak RSS from /proc/PID/status VmHWM after a 4 x 540-token load, x86-64 Debian 12,
 // Release): peak - (weights + KV + buffers) = 31.3 / 33.1 / 32.4 / 29.7 MiB per stage, of which
 // ~10 MiB is file-backed code and libraries (RssFile - weights). 34 MiB covers the largest with
@@ -126,7 +126,7 @@ struct BufferInputs {
 };
 struct BufferBytes {
   uint64_t workspace =
-      0;  // the dense decoder's Workspace (x, xn, q, k, v, att, tmp, gate, up, rope)
+      0;  // the llama family's workspace (x, xn, q, k, v, att, tmp, gate, up, rope)
   uint64_t matmul_scratch = 0;  // activations converted to the weights' dot type
   uint64_t attention = 0;       // per-thread attention scratch
   uint64_t io = 0;              // hidden in/out, wire copies, logits, banked planes

@@ -34,7 +34,8 @@ struct Tables {
   }
 };
 
-Tables BuildTables(const ModelProfile& p, const std::vector<NodeInfo>& nodes, const PlanConfig& c) {
+Tables BuildTables(const ModelProfile& p, const std::vector<measure::NodeInfo>& nodes,
+                   const PlanConfig& c) {
   Tables t;
   t.L = p.n_layer();
   t.N = static_cast<int32_t>(nodes.size());
@@ -45,7 +46,7 @@ Tables BuildTables(const ModelProfile& p, const std::vector<NodeInfo>& nodes, co
         t.mem_prefix[static_cast<size_t>(l)] + p.layers[static_cast<size_t>(l)].bytes + kv_layer;
   }
   for (int32_t i = 0; i < t.N; ++i) {
-    const NodeInfo& n = nodes[static_cast<size_t>(i)];
+    const measure::NodeInfo& n = nodes[static_cast<size_t>(i)];
     NodeCosts nc;
     // A range with this node's first/last role (N <= L makes these ranges valid): one layer,
     // or all of them for a single node, which is both first and last.
@@ -103,8 +104,8 @@ std::vector<int32_t> SolveDp(const Tables& t, StageCost stage_cost, Combine comb
   return counts;
 }
 
-Status Shortfall(const ModelProfile& p, const std::vector<NodeInfo>& nodes, const PlanConfig& c,
-                 const Tables& t) {
+Status Shortfall(const ModelProfile& p, const std::vector<measure::NodeInfo>& nodes,
+                 const PlanConfig& c, const Tables& t) {
   // The split that minimizes the largest overflow shows what is missing where.
   auto overflow = [&](int32_t i, int32_t s, int32_t e) {
     return static_cast<double>(t.Mem(i, s, e)) -
@@ -120,7 +121,7 @@ Status Shortfall(const ModelProfile& p, const std::vector<NodeInfo>& nodes, cons
     largest_layer = std::max(largest_layer, t.mem_prefix[static_cast<size_t>(l) + 1] -
                                                 t.mem_prefix[static_cast<size_t>(l)]);
   for (int32_t i = 0, s = 0; i < t.N; ++i) {
-    const NodeInfo& n = nodes[static_cast<size_t>(i)];
+    const measure::NodeInfo& n = nodes[static_cast<size_t>(i)];
     const int32_t e = s + counts[static_cast<size_t>(i)];
     const StageMemory m = EstimateStageMemory(p, n, c, s, e);
     need += m.total();
@@ -147,11 +148,11 @@ Status Shortfall(const ModelProfile& p, const std::vector<NodeInfo>& nodes, cons
 
 }  // namespace
 
-Result<Plan> MakePlan(const ModelProfile& p, const std::vector<NodeInfo>& nodes,
+Result<Plan> MakePlan(const ModelProfile& p, const std::vector<measure::NodeInfo>& nodes,
                       const PlanConfig& c) {
   SHOAL_RETURN_IF_ERROR(ValidateConfig(c));
   if (nodes.empty()) return Errorf("plan: no nodes");
-  for (const NodeInfo& n : nodes) SHOAL_RETURN_IF_ERROR(ValidateNode(n));
+  for (const measure::NodeInfo& n : nodes) SHOAL_RETURN_IF_ERROR(measure::ValidateNode(n));
   const int32_t L = p.n_layer(), N = static_cast<int32_t>(nodes.size());
   if (N > L)
     return Errorf(
@@ -183,7 +184,7 @@ Result<Plan> MakePlan(const ModelProfile& p, const std::vector<NodeInfo>& nodes,
   return EvaluatePlan(p, nodes, c, counts);
 }
 
-Result<Plan> EvaluatePlan(const ModelProfile& p, const std::vector<NodeInfo>& nodes,
+Result<Plan> EvaluatePlan(const ModelProfile& p, const std::vector<measure::NodeInfo>& nodes,
                           const PlanConfig& c, const std::vector<int32_t>& layer_counts) {
   SHOAL_RETURN_IF_ERROR(ValidateConfig(c));
   if (nodes.empty() || layer_counts.size() != nodes.size())
@@ -203,7 +204,7 @@ Result<Plan> EvaluatePlan(const ModelProfile& p, const std::vector<NodeInfo>& no
   double slowest = 0;
   int32_t first = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const NodeInfo& n = nodes[i];
+    const measure::NodeInfo& n = nodes[i];
     Stage st;
     st.node = static_cast<int32_t>(i);
     st.node_name = n.name;

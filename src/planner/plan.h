@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "measure/node_info.h"
 #include "planner/cost_model.h"
 #include "planner/model_profile.h"
-#include "planner/node_info.h"
 
 namespace shoal::planner {
 
@@ -46,12 +46,12 @@ struct Plan {
 // fit every node's memory, picks the one with the smallest slowest stage (by config.balance),
 // then the smallest sum of squared stage times (stages as even as the layers allow). Errors:
 // invalid input, or no assignment fits, with the shortfall per node and in total.
-Result<Plan> MakePlan(const ModelProfile& profile, const std::vector<NodeInfo>& nodes,
+Result<Plan> MakePlan(const ModelProfile& profile, const std::vector<measure::NodeInfo>& nodes,
                       const PlanConfig& config);
 
 // Fills memory, times and pipeline rates for given layer ranges (last_layer of stage i must be
 // first_layer of stage i + 1); MakePlan uses it, and the simulator can price any split.
-Result<Plan> EvaluatePlan(const ModelProfile& profile, const std::vector<NodeInfo>& nodes,
+Result<Plan> EvaluatePlan(const ModelProfile& profile, const std::vector<measure::NodeInfo>& nodes,
                           const PlanConfig& config, const std::vector<int32_t>& layer_counts);
 
 // A readable table: one row per stage, then the pipeline's totals.

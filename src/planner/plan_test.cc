@@ -40,7 +40,8 @@ std::vector<int32_t> Counts(const Plan& plan) {
 
 // Invariants of every plan: one stage per node in order, contiguous cover of all layers, each
 // stage within its limit, the totals adding up.
-void CheckPlan(const Plan& plan, const ModelProfile& p, const std::vector<NodeInfo>& nodes) {
+void CheckPlan(const Plan& plan, const ModelProfile& p,
+               const std::vector<measure::NodeInfo>& nodes) {
   ASSERT_EQ(plan.stages.size(), nodes.size());
   int32_t next = 0;
   double sum = 0;
@@ -70,7 +71,7 @@ TEST(PlanTest, EqualNodesGetEqualLayerCounts) {
   c.process_overhead = uint64_t{16} << 20;  // DeepNarrow fills one 1 GiB node at 16 MiB
   for (int n = 1; n <= 8; ++n) {
     SCOPED_TRACE(n);
-    std::vector<NodeInfo> nodes;
+    std::vector<measure::NodeInfo> nodes;
     for (int i = 0; i < n; ++i) nodes.push_back(Node(fmt::format("n{}", i), kGiB));
     auto plan = MakePlan(p, nodes, c);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
@@ -85,14 +86,15 @@ TEST(PlanTest, TwiceAsFastNodeGetsTwiceTheLayers) {
   const ModelProfile p = DeepNarrow();  // 30 layers
   PlanConfig c;
   {
-    const std::vector<NodeInfo> nodes = {Node("fast", kGiB, 2.0), Node("slow", kGiB, 1.0)};
+    const std::vector<measure::NodeInfo> nodes = {Node("fast", kGiB, 2.0), Node("slow", kGiB, 1.0)};
     auto plan = MakePlan(p, nodes, c);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     CheckPlan(*plan, p, nodes);
     EXPECT_NEAR(Counts(*plan)[0], 20, 1) << FormatPlan(*plan);
   }
   {
-    const std::vector<NodeInfo> nodes = {Node("a", kGiB), Node("b", kGiB, 2.0), Node("c", kGiB)};
+    const std::vector<measure::NodeInfo> nodes = {Node("a", kGiB), Node("b", kGiB, 2.0),
+                                                  Node("c", kGiB)};
     auto plan = MakePlan(p, nodes, c);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     CheckPlan(*plan, p, nodes);
@@ -103,7 +105,7 @@ TEST(PlanTest, TwiceAsFastNodeGetsTwiceTheLayers) {
   }
   // Prefill balance follows matmul throughput the same way.
   c.balance = Balance::kPrefill;
-  const std::vector<NodeInfo> nodes = {Node("slow", kGiB, 1.0), Node("fast", kGiB, 2.0)};
+  const std::vector<measure::NodeInfo> nodes = {Node("slow", kGiB, 1.0), Node("fast", kGiB, 2.0)};
   auto plan = MakePlan(p, nodes, c);
   ASSERT_TRUE(plan.ok());
   EXPECT_NEAR(Counts(*plan)[1], 20, 1) << FormatPlan(*plan);
@@ -117,7 +119,7 @@ TEST(PlanTest, MemoryLimitOverridesSpeed) {
                              EstimateStageMemory(p, Node("x", kGiB), c, 1, 2).kv;
   const uint64_t fixed = EstimateStageMemory(p, Node("x", kGiB), c, 0, 1).total() - per_layer;
   const uint64_t limit = fixed + 10 * per_layer + per_layer / 2;  // 10 layers fit, not 11
-  const std::vector<NodeInfo> nodes = {Node("fast", limit, 4.0), Node("slow", kGiB, 1.0)};
+  const std::vector<measure::NodeInfo> nodes = {Node("fast", limit, 4.0), Node("slow", kGiB, 1.0)};
   auto plan = MakePlan(p, nodes, c);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   CheckPlan(*plan, p, nodes);
@@ -130,7 +132,7 @@ TEST(PlanTest, OneNodeIsFirstAndLastStage) {
   const ModelProfile p = DeepNarrow();
   PlanConfig c;
   const uint64_t need = EstimateStageMemory(p, Node("x", kGiB), c, 0, p.n_layer()).total();
-  const std::vector<NodeInfo> exact = {Node("one", need)};
+  const std::vector<measure::NodeInfo> exact = {Node("one", need)};
   auto plan = MakePlan(p, exact, c);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   CheckPlan(*plan, p, exact);
@@ -141,8 +143,8 @@ TEST(PlanTest, OneNodeIsFirstAndLastStage) {
 TEST(PlanTest, ImpossiblePlanReportsShortfallPerNode) {
   const ModelProfile p = TinyLlamaQ4();
   PlanConfig c;
-  const std::vector<NodeInfo> nodes = {Node("n0", 256 * kMiB), Node("n1", 256 * kMiB),
-                                       Node("n2", 256 * kMiB)};
+  const std::vector<measure::NodeInfo> nodes = {Node("n0", 256 * kMiB), Node("n1", 256 * kMiB),
+                                                Node("n2", 256 * kMiB)};
   auto plan = MakePlan(p, nodes, c);
   ASSERT_FALSE(plan.ok());
   const std::string& m = plan.status().message();
@@ -155,7 +157,7 @@ TEST(PlanTest, ImpossiblePlanReportsShortfallPerNode) {
 TEST(PlanTest, OneNodeTooSmallForAnyLayer) {
   const ModelProfile p = DeepNarrow();
   PlanConfig c;
-  const std::vector<NodeInfo> nodes = {Node("big", 4 * kGiB), Node("tiny", 8 * kMiB)};
+  const std::vector<measure::NodeInfo> nodes = {Node("big", 4 * kGiB), Node("tiny", 8 * kMiB)};
   auto plan = MakePlan(p, nodes, c);
   ASSERT_FALSE(plan.ok());
   const std::string& m = plan.status().message();
@@ -176,7 +178,7 @@ TEST(PlanTest, OneToEightStagesOfTheSameModel) {
   double previous = 0;
   for (int n = 1; n <= 8; ++n) {
     SCOPED_TRACE(n);
-    std::vector<NodeInfo> nodes;
+    std::vector<measure::NodeInfo> nodes;
     for (int i = 0; i < n; ++i) nodes.push_back(Node(fmt::format("n{}", i), 2 * kGiB));
     auto plan = MakePlan(p, nodes, c);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
@@ -191,7 +193,7 @@ TEST(PlanTest, OutputHeadCountsOnTheLastStage) {
   // TinyLlama's Q6_K output matrix (52.5 MiB) reads like ~2 layers (23.6 MiB each) per decode
   // token, so with equal nodes the last stage takes fewer layers.
   const ModelProfile p = TinyLlamaQ4();
-  std::vector<NodeInfo> nodes;
+  std::vector<measure::NodeInfo> nodes;
   for (int i = 0; i < 4; ++i) nodes.push_back(Node(fmt::format("n{}", i), 2 * kGiB));
   auto plan = MakePlan(p, nodes, PlanConfig{});
   ASSERT_TRUE(plan.ok());
@@ -209,7 +211,7 @@ TEST(PlanTest, InvalidInput) {
   const ModelProfile p = DeepNarrow();
   PlanConfig c;
   EXPECT_FALSE(MakePlan(p, {}, c).ok());
-  std::vector<NodeInfo> many;
+  std::vector<measure::NodeInfo> many;
   for (int i = 0; i < 31; ++i) many.push_back(Node(fmt::format("n{}", i), kGiB));
   auto r = MakePlan(p, many, c);
   ASSERT_FALSE(r.ok());
@@ -217,7 +219,7 @@ TEST(PlanTest, InvalidInput) {
   c.kv_dtype = DType::kQ8_0;
   EXPECT_FALSE(MakePlan(p, {Node("a", kGiB)}, c).ok());
   c = PlanConfig{};
-  NodeInfo slow = Node("a", kGiB);
+  measure::NodeInfo slow = Node("a", kGiB);
   slow.mem_bw = 0;
   EXPECT_FALSE(MakePlan(p, {slow}, c).ok());
   EXPECT_FALSE(EvaluatePlan(p, {Node("a", kGiB)}, c, {29}).ok());
@@ -226,7 +228,7 @@ TEST(PlanTest, InvalidInput) {
 
 TEST(PlanTest, LinkTypeSetsHopTime) {
   const ModelProfile p = DeepNarrow();
-  const std::vector<NodeInfo> nodes = {Node("a", kGiB), Node("b", kGiB)};
+  const std::vector<measure::NodeInfo> nodes = {Node("a", kGiB), Node("b", kGiB)};
   PlanConfig c;
   double prev = 1e9;
   for (LinkDType t : {LinkDType::kF32, LinkDType::kF16, LinkDType::kQ8_0}) {
@@ -255,7 +257,7 @@ TEST(PlanTest, TinyLlamaQ4OverFour256MiBNodes) {
   c.max_model_len = 1024;  // 2048 no longer fits with the measured 34 MiB process overhead
   c.max_batched_tokens = 256;
   c.link_dtype = LinkDType::kQ8_0;
-  std::vector<NodeInfo> nodes;
+  std::vector<measure::NodeInfo> nodes;
   for (int i = 0; i < 4; ++i) nodes.push_back(Node(fmt::format("ps3-{}", i), 256 * kMiB));
   auto plan = MakePlan(p, nodes, c);
   ASSERT_TRUE(plan.ok()) << plan.status().message();

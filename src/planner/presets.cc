@@ -86,7 +86,8 @@ Result<DevicePreset> FindDevicePreset(std::string_view name) {
     if (d.name == name) return d;
   std::string known;
   for (auto n : DevicePresetNames()) known += (known.empty() ? "" : ", ") + std::string(n);
-  return Errorf("unknown device '{}' (presets: {}, local, or a NodeInfo .json file)", name, known);
+  return Errorf("unknown device '{}' (presets: {}, local, or a measure::NodeInfo .json file)", name,
+                known);
 }
 
 std::vector<LinkPreset> LinkPresets() {
@@ -107,8 +108,8 @@ Result<LinkPreset> FindLinkPreset(std::string_view name) {
 }
 
 Result<DevicePreset> DeviceFromJson(const std::string& json, const std::string& name) {
-  SHOAL_ASSIGN_OR_RETURN(NodeInfo n, NodeInfoFromJson(json));
-  SHOAL_RETURN_IF_ERROR(ValidateNode(n));
+  SHOAL_ASSIGN_OR_RETURN(measure::NodeInfo n, measure::NodeInfoFromJson(json));
+  SHOAL_RETURN_IF_ERROR(measure::ValidateNode(n));
   DevicePreset d;
   d.name = n.name.empty() ? name : n.name;
   d.description = "from " + name;

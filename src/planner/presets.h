@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "base/status.h"
+#include "measure/node_info.h"
 #include "planner/model_profile.h"
-#include "planner/node_info.h"
 
 namespace shoal::planner {
 
 struct DevicePreset {
   std::string name;
   std::string description;
-  NodeInfo node;           // mem_limit = memory a shoal node may use; speeds; link to the next node
+  measure::NodeInfo node;  // mem_limit = memory a shoal node may use; speeds; link to the next node
   double power_w = 0;      // typical draw under load, watts (0 = unknown)
   double price_usd = 0;    // purchase price of one device, dollars (0 = unknown)
   double peak_flops = 0;   // the headline number (for the seed check), flops/s
@@ -34,7 +34,7 @@ struct LinkPreset {
 std::vector<LinkPreset> LinkPresets();
 Result<LinkPreset> FindLinkPreset(std::string_view name);
 
-// A device from a NodeInfo JSON file with optional "power_w" and "price_usd" keys.
+// A device from a measure::NodeInfo JSON file with optional "power_w" and "price_usd" keys.
 Result<DevicePreset> DeviceFromJson(const std::string& json, const std::string& name);
 
 std::vector<std::string_view> ModelPresetNames();

@@ -8,14 +8,16 @@
 namespace shoal::planner {
 namespace {
 
-double Bw(const NodeInfo& n, const PlanConfig& c) { return n.link_bw > 0 ? n.link_bw : c.link_bw; }
-double Lat(const NodeInfo& n, const PlanConfig& c) {
+double Bw(const measure::NodeInfo& n, const PlanConfig& c) {
+  return n.link_bw > 0 ? n.link_bw : c.link_bw;
+}
+double Lat(const measure::NodeInfo& n, const PlanConfig& c) {
   return n.link_latency_s > 0 ? n.link_latency_s : c.link_latency_s;
 }
 
 // The same node with its matmul throughput removed: the cost model then gives the memory term.
-NodeInfo MemoryOnly(const NodeInfo& n) {
-  NodeInfo m = n;
+measure::NodeInfo MemoryOnly(const measure::NodeInfo& n) {
+  measure::NodeInfo m = n;
   m.matmul_flops.clear();
   m.attn_flops = 0;
   return m;
@@ -35,7 +37,7 @@ struct Parts {
 
 // One layer split over s.dense_nodes + s.expert_nodes, for `tokens` rows, each attending to
 // `ctx` cached positions (decode: DecodeContext(); prefill: tokens / 2).
-Parts SplitLayer(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+Parts SplitLayer(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                  const StageSpec& s, double tokens, double ctx, bool prefill) {
   const int32_t l = s.first_layer;
   const double d = static_cast<double>(s.dense_nodes);
@@ -90,8 +92,8 @@ Parts SplitLayer(const ModelProfile& p, const NodeInfo& node, const PlanConfig& 
 }
 
 // The output head split over d nodes (vocabulary rows), `rows` logit rows.
-Parts SplitHead(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c, int64_t d,
-                double rows) {
+Parts SplitHead(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
+                int64_t d, double rows) {
   TensorCost head = p.head;
   if (p.hp.tied_embeddings) head.Add(p.token_embd);
   const double dn = static_cast<double>(d);
@@ -111,9 +113,10 @@ Parts SplitHead(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c
 // The network stacks' CPU for `bytes` sent (both ends): time the sending stage computes
 // nothing else. It overlaps the bytes' time on the wire, so it adds to a step's latency only
 // where it is the longer of the two.
-double LinkCpu(const NodeInfo& n, double bytes) { return bytes * n.link_cpu_s_per_byte; }
+double LinkCpu(const measure::NodeInfo& n, double bytes) { return bytes * n.link_cpu_s_per_byte; }
 
-StepCost FromParts(const Parts& r, double hop_bytes, const NodeInfo& node, const PlanConfig& c) {
+StepCost FromParts(const Parts& r, double hop_bytes, const measure::NodeInfo& node,
+                   const PlanConfig& c) {
   StepCost s;
   const double hop = hop_bytes / Bw(node, c);
   const double net = r.net + hop;
@@ -131,8 +134,8 @@ StepCost FromParts(const Parts& r, double hop_bytes, const NodeInfo& node, const
 // `tokens` rows through the stage, `sampled` of them producing logits on the last stage; a
 // prefill step prices its rows as prompt tokens attending to `ctx` positions on average
 // (compute per row, weights once), a decode step as sequences at the decode context.
-StepCost Cost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c, const StageSpec& s,
-              double tokens, double sampled, bool prefill, double ctx) {
+StepCost Cost(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
+              const StageSpec& s, double tokens, double sampled, bool prefill, double ctx) {
   const double row = static_cast<double>(LinkRowBytes(c.link_dtype, p.hp.n_embd));
   // The stage that produces logits (the output head, alone or after the last layers).
   const bool last = s.first_layer >= p.n_layer() ||
@@ -171,19 +174,19 @@ StepCost Cost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c, 
 
 }  // namespace
 
-StepCost StageDecodeCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+StepCost StageDecodeCost(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                          const StageSpec& s, double batch) {
   const double b = std::max(batch, 1.0);
   return Cost(p, node, c, s, b, b, false, 0);
 }
 
-StepCost StagePrefillCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+StepCost StagePrefillCost(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                           const StageSpec& s, double tokens) {
   const double t = std::max(tokens, 1.0);
   return Cost(p, node, c, s, t, 1.0, true, t / 2);
 }
 
-StepCost StageMixedCost(const ModelProfile& p, const NodeInfo& node, const PlanConfig& c,
+StepCost StageMixedCost(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                         const StageSpec& s, double rows, double sampled, double ctx) {
   return Cost(p, node, c, s, std::max(rows, 1.0), std::max(sampled, 1.0), true, std::max(ctx, 0.5));
 }

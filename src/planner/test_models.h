@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "measure/node_info.h"
 #include "modelgen/synth.h"
 #include "planner/model_profile.h"
-#include "planner/node_info.h"
 
 namespace shoal::planner::testing {
 
@@ -62,8 +62,8 @@ inline SynthPreset DeepNarrowPreset() {
 
 // A node with `speed` times a reference machine's memory bandwidth (10 GB/s) and matmul
 // throughput (Q4_0 / Q8_0 50 GFLOP/s, F32 20 GFLOP/s).
-inline NodeInfo Node(const std::string& name, uint64_t mem_limit, double speed = 1.0) {
-  NodeInfo n;
+inline measure::NodeInfo Node(const std::string& name, uint64_t mem_limit, double speed = 1.0) {
+  measure::NodeInfo n;
   n.name = name;
   n.address = name + ":7070";
   n.mem_limit = mem_limit;

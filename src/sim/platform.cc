@@ -11,8 +11,8 @@ namespace sg4 = simgrid::s4u;
 namespace shoal::sim {
 namespace {
 
-double LinkBw(const planner::NodeInfo& n) { return n.link_bw > 0 ? n.link_bw : 125e6; }
-double HopLatency(const planner::NodeInfo& n) {
+double LinkBw(const measure::NodeInfo& n) { return n.link_bw > 0 ? n.link_bw : 125e6; }
+double HopLatency(const measure::NodeInfo& n) {
   return n.link_latency_s > 0 ? n.link_latency_s : 100e-6;
 }
 

@@ -36,7 +36,7 @@ struct SimOptions {
   // Seconds to bring a spare in: its share of the weights over its link, plus this.
   double respawn_s = 1.0;
   int32_t stages = 0;          // whole-layer stages per replica (0: the planner's fewest)
-  double step_overhead_s = 0;  // per engine step, outside the stages (bench/calibrate)
+  double step_overhead_s = 0;  // per engine step, outside the stages (tools/calibrate)
   // As planner::CapacityOptions::pipeline_groups: 1 = each replica has one step in flight, cut
   // into micro-batches; more = lanes step independently, so consecutive steps overlap in the
   // pipeline; 0 = `shoal serve`'s default (one group per stage, 1 for recurrent models).
@@ -45,12 +45,12 @@ struct SimOptions {
   // of this many cores (links stay per node); 0 = each node computes on its own host.
   int32_t host_cores = 0;
   planner::LinkDType link_dtype = planner::LinkDType::kF16;  // activations on the wire
-  // Of the network stacks' CPU for a hop's bytes (NodeInfo::link_cpu_s_per_byte), the share the
-  // sending stage's own thread spends in its send, holding the stage; the rest (the kernel's
-  // softirq and the receiver's read) runs on a core beside it while the bytes are on the wire.
-  // 1 = all on the sending stage, as plan prices it. For 128 KiB messages the sender's write
+  // Of the network stacks' CPU for a hop's bytes (measure::NodeInfo::link_cpu_s_per_byte), the
+  // share the sending stage's own thread spends in its send, holding the stage; the rest (the
+  // kernel's softirq and the receiver's read) runs on a core beside it while the bytes are on the
+  // wire. 1 = all on the sending stage, as plan prices it. For 128 KiB messages the sender's write
   // took 0.40-0.44 of it on loopback and 0.15-0.23 through the 1 Gbit/s shaper at MTU 1500
-  // (bench/calibrate measures it).
+  // (tools/calibrate measures it).
   double link_cpu_send_share = 1;
 };
 

@@ -157,9 +157,9 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   plan = rp.plan;
   stages = plan.stages;
   // As the planner prices it: stages sharing one machine whose groups overlap compute beside
-  // each other, on the node as it runs then (planner::CoRunning).
+  // each other, on the node as it runs then (measure::CoRunning).
   if (o.host_cores > 0 && plan.groups > 1 && stages.size() > 1)
-    device.node = planner::CoRunning(d.node);
+    device.node = measure::CoRunning(d.node);
   row_bytes = planner::LinkRowBytes(plan.config.link_dtype, m.hp.n_embd);
   report.model = plan.model;
   report.device = d.name;

@@ -1,11 +1,11 @@
 // Tests of NodeInfo: validation, throughput lookup and the JSON round trip.
-#include "planner/node_info.h"
+#include "measure/node_info.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-namespace shoal::planner {
+namespace shoal::measure {
 namespace {
 
 NodeInfo Sample() {
@@ -179,4 +179,4 @@ TEST(NodeInfoTest, ValidateNames) {
 }
 
 }  // namespace
-}  // namespace shoal::planner
+}  // namespace shoal::measure

@@ -9,7 +9,7 @@
 #include "base/status.h"
 #include "tensor/dtype.h"
 
-namespace shoal::planner {
+namespace shoal::measure {
 
 struct NodeInfo {
   std::string name;        // e.g. "n2"
@@ -49,7 +49,7 @@ struct NodeInfo {
   double link_latency_s = 0;  // one way, seconds
   // CPU seconds the network stacks at both ends spend per byte sent over that link (copies,
   // checksums, interrupts, a shaper's queue), on the sending stage's time; 0 = free. On the
-  // Zen 4 VM `bench/calibrate` measured 0.5-0.7 ns on loopback and 8.7-9.3 through a 1 Gbit/s
+  // Zen 4 VM `tools/calibrate` measured 0.5-0.7 ns on loopback and 8.7-9.3 through a 1 Gbit/s
   // tc shaper at MTU 1500: a 2-sequence step's 256 KiB of logits then costs its stage ~2.4 ms.
   double link_cpu_s_per_byte = 0;
 
@@ -79,4 +79,4 @@ Status ValidateNode(const NodeInfo& n);
 std::string NodeInfoToJson(const NodeInfo& n);
 Result<NodeInfo> NodeInfoFromJson(const std::string& json);
 
-}  // namespace shoal::planner
+}  // namespace shoal::measure

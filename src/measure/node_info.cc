@@ -1,11 +1,11 @@
 // NodeInfo validation and its JSON form.
-#include "planner/node_info.h"
+#include "measure/node_info.h"
 
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-namespace shoal::planner {
+namespace shoal::measure {
 namespace {
 
 using nlohmann::json;
@@ -202,4 +202,4 @@ Result<NodeInfo> NodeInfoFromJson(const std::string& text) {
   return n;
 }
 
-}  // namespace shoal::planner
+}  // namespace shoal::measure
