@@ -1,21 +1,13 @@
 # Link probe (run by host.link_cpu_s_per_byte): prints the CPU seconds this machine spends per byte
 # sent over 127.0.0.1 between two ends, and the share of it the sender's thread spent in sendall.
-import socket, threading, time
+import socket, time
+from link_sink import start_sink
 def busy():
     f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
     return (f[0] + f[1] + f[2] + f[5] + f[6]) / 100.0  # user nice system irq softirq, USER_HZ
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
 big = 128 << 10
-def sink():
-    c, _ = srv.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    while True:
-        got = 0
-        while got < big:
-            b = c.recv(big - got)
-            if not b: return
-            got += len(b)
-        c.sendall(b"k")
-threading.Thread(target=sink, daemon=True).start()
+start_sink(srv, big)
 s = socket.create_connection(srv.getsockname())
 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 buf = b"\0" * big

@@ -1,6 +1,7 @@
 # Link probe (run by host.loopback_latency_s, in a network namespace for the shaped link): prints
 # the one-way TCP latency (s) and bandwidth (bytes/s) on 127.0.0.1 as a pipeline hop finds them.
 import socket, threading, time
+from link_sink import start_sink
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
 port = srv.getsockname()[1]
 def echo():
@@ -26,16 +27,7 @@ lat = sorted(rtts)[len(rtts) // 2] / 2
 # what the bytes add. Through tc tbf at 1 Gbit/s this read ~2x the 1 ms the rate says (TCP's
 # window and the shaper's bursts), which a 64 MiB stream at the line rate did not show.
 big = 128 << 10
-def sink():
-    c, _ = srv.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    while True:
-        got = 0
-        while got < big:
-            b = c.recv(big - got)
-            if not b: return
-            got += len(b)
-        c.sendall(b"k")
-threading.Thread(target=sink, daemon=True).start()
+start_sink(srv, big)
 s2 = socket.create_connection(("127.0.0.1", port))
 s2.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 buf = b"\0" * big
