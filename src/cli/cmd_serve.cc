@@ -1,10 +1,6 @@
-// `shoal serve`: the OpenAI-compatible HTTP server over one local engine.
-#include <algorithm>
-#include <atomic>
-#include <cmath>
+// `shoal serve`: flags -> ServerConfig + ServeModelOptions; the server and BuildServedModel do
+// the rest (the model loads on a thread while /health answers 503).
 #include <cstdio>
-#include <fstream>
-#include <optional>
 #include <thread>
 
 #include "cli/commands.h"
@@ -12,9 +8,7 @@
 #include "cli/serve.h"
 #include "cluster/cluster_engine.h"
 #include "cluster/cluster_file.h"
-#include "cluster/failover_executor.h"
 #include "cluster/remote_executor.h"
-#include "io/mapped_file.h"
 #include "net/link_cipher.h"
 #include "planner/model_profile.h"
 #include "server/served_model.h"
