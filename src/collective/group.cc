@@ -1,0 +1,180 @@
+// Group: full-mesh exchanges on a sender thread per peer; receives in member order.
+#include "collective/group.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "net/frame.h"
+
+namespace shoal::collective {
+
+Slice SliceOf(int64_t n, int m, int k) {
+  const int64_t base = n / m, extra = n % m;
+  return {k * base + std::min<int64_t>(k, extra), base + (k < extra ? 1 : 0)};
+}
+
+// One thread per peer writes that peer's frames in order, so a member receives while its own
+// parts are still on the way (no deadlock once messages outgrow the socket buffers).
+struct Group::Senders {
+  struct Peer {
+    std::shared_ptr<net::Conn> conn;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<net::Frame> queue;
+    bool stop = false;
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<Peer>> peers;  // [member]; null at rank
+  std::atomic<bool> send_failed{false};
+
+  void Loop(Peer* p) {
+    for (;;) {
+      net::Frame f;
+      {
+        std::unique_lock<std::mutex> lk(p->mu);
+        p->cv.wait(lk, [&] { return p->stop || !p->queue.empty(); });
+        if (p->queue.empty()) return;
+        f = std::move(p->queue.front());
+        p->queue.pop_front();
+      }
+      if (!p->conn->Send(f).ok()) send_failed = true;
+    }
+  }
+  void Push(size_t k, net::Frame f) {
+    Peer& p = *peers[k];
+    std::lock_guard<std::mutex> lk(p.mu);
+    p.queue.push_back(std::move(f));
+    p.cv.notify_one();
+  }
+  void StopAll() {
+    for (auto& p : peers) {
+      if (!p) continue;
+      {
+        std::lock_guard<std::mutex> lk(p->mu);
+        p->stop = true;
+      }
+      p->cv.notify_one();
+    }
+    for (auto& p : peers)
+      if (p && p->thread.joinable()) p->thread.join();
+  }
+};
+
+Group::Group(int rank, std::vector<std::shared_ptr<net::Conn>> links, int64_t timeout_ms)
+    : rank_(rank), links_(std::move(links)), timeout_ms_(timeout_ms) {
+  senders_ = std::make_unique<Senders>();
+  senders_->peers.resize(links_.size());
+  for (size_t k = 0; k < links_.size(); ++k) {
+    if (static_cast<int>(k) == rank_ || !links_[k]) continue;
+    auto p = std::make_unique<Senders::Peer>();
+    p->conn = links_[k];
+    Senders::Peer* raw = p.get();
+    p->thread = std::thread([this, raw] { senders_->Loop(raw); });
+    senders_->peers[k] = std::move(p);
+  }
+}
+
+Group::~Group() { senders_->StopAll(); }
+
+Status Group::Fail(Status s) {
+  if (!failed_) {
+    failed_ = true;
+    for (auto& l : links_)
+      if (l) l->Shutdown();  // peers waiting on this member fail at once, not at their timeout
+  }
+  return s;
+}
+
+Status Group::Exchange(const std::vector<std::span<const float>>& to,
+                       const std::vector<std::span<float>>& from) {
+  if (failed_) return Errorf("collective group failed earlier");
+  const int m = size();
+  ++call_;
+  for (int k = 0; k < m; ++k) {
+    if (k == rank_) continue;
+    if (!links_[static_cast<size_t>(k)]) return Fail(Errorf("no link to member {}", k));
+    net::Frame f;
+    f.type = net::MsgType::kActivations;
+    // micro_batch: the sender's index, step: the call; a peer out of step is caught below.
+    f.tag = net::DataTag{static_cast<uint64_t>(rank_), 0, call_};
+    const std::span<const float> s = to[static_cast<size_t>(k)];
+    f.payload.resize(s.size_bytes());
+    if (!s.empty()) std::memcpy(f.payload.data(), s.data(), s.size_bytes());
+    senders_->Push(static_cast<size_t>(k), std::move(f));
+  }
+  for (int k = 0; k < m; ++k) {
+    if (k == rank_) continue;
+    auto r = links_[static_cast<size_t>(k)]->Recv(timeout_ms_);
+    if (!r.ok()) return Fail(r.status().Annotate("collective: member " + std::to_string(k)));
+    if (!*r) return Fail(Errorf("collective: member {} sent nothing within {} ms", k, timeout_ms_));
+    const net::Frame& f = **r;
+    const std::span<float> dst = from[static_cast<size_t>(k)];
+    if (f.type != net::MsgType::kActivations || f.tag.micro_batch != static_cast<uint64_t>(k) ||
+        f.tag.step != call_ || f.payload.size() != dst.size_bytes())
+      return Fail(
+          Errorf("collective: member {} sent call {} with {} bytes, expected call {} with {}", k,
+                 f.tag.step, f.payload.size(), call_, dst.size_bytes()));
+    if (!dst.empty()) std::memcpy(dst.data(), f.payload.data(), dst.size_bytes());
+  }
+  if (senders_->send_failed) return Fail(Errorf("collective: a send to a member failed"));
+  return Status::Ok();
+}
+
+Status Group::AllGather(std::span<const float> mine, std::span<const int64_t> counts,
+                        std::vector<float>* out) {
+  const int m = size();
+  if (static_cast<int>(counts.size()) != m)
+    return Errorf("all-gather: {} counts for {} members", counts.size(), m);
+  if (counts[static_cast<size_t>(rank_)] != static_cast<int64_t>(mine.size()))
+    return Errorf("all-gather: member {} holds {} values, its count says {}", rank_, mine.size(),
+                  counts[static_cast<size_t>(rank_)]);
+  int64_t total = 0;
+  for (int64_t c : counts) {
+    if (c < 0) return Errorf("all-gather: negative count");
+    total += c;
+  }
+  out->resize(static_cast<size_t>(total));
+  std::vector<std::span<const float>> to(static_cast<size_t>(m), mine);
+  std::vector<std::span<float>> from(static_cast<size_t>(m));
+  for (int k = 0, at = 0; k < m; at += static_cast<int>(counts[static_cast<size_t>(k)]), ++k)
+    from[static_cast<size_t>(k)] = {out->data() + at,
+                                    static_cast<size_t>(counts[static_cast<size_t>(k)])};
+  std::copy(mine.begin(), mine.end(), from[static_cast<size_t>(rank_)].begin());
+  return Exchange(to, from);
+}
+
+Status Group::AllReduceOrdered(std::span<float> x) {
+  const int m = size();
+  const int64_t n = static_cast<int64_t>(x.size());
+  const Slice own = SliceOf(n, m, rank_);
+  // Reduce-scatter: every member's values of slice rank_, in member order.
+  std::vector<float> parts(static_cast<size_t>(own.count * m));
+  std::vector<std::span<const float>> to(static_cast<size_t>(m));
+  std::vector<std::span<float>> from(static_cast<size_t>(m));
+  for (int k = 0; k < m; ++k) {
+    const Slice s = SliceOf(n, m, k);
+    to[static_cast<size_t>(k)] = {x.data() + s.first, static_cast<size_t>(s.count)};
+    from[static_cast<size_t>(k)] = {parts.data() + k * own.count, static_cast<size_t>(own.count)};
+  }
+  std::copy(x.begin() + own.first, x.begin() + own.first + own.count,
+            from[static_cast<size_t>(rank_)].begin());
+  SHOAL_RETURN_IF_ERROR(Exchange(to, from));
+  for (int64_t i = 0; i < own.count; ++i) {
+    float sum = parts[static_cast<size_t>(i)];
+    for (int k = 1; k < m; ++k) sum += parts[static_cast<size_t>(k * own.count + i)];
+    x[static_cast<size_t>(own.first + i)] = sum;
+  }
+  // All-gather of the summed slices, in place.
+  for (int k = 0; k < m; ++k) {
+    const Slice s = SliceOf(n, m, k);
+    to[static_cast<size_t>(k)] = {x.data() + own.first, static_cast<size_t>(own.count)};
+    from[static_cast<size_t>(k)] = {x.data() + s.first, static_cast<size_t>(s.count)};
+  }
+  return Exchange(to, from);
+}
+
+}  // namespace shoal::collective
