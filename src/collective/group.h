@@ -52,6 +52,7 @@ class Group {
   int64_t timeout_ms_;
   uint64_t call_ = 0;
   bool failed_ = false;
+  std::vector<float> scratch_;  // AllReduceOrdered's received slices
   struct Senders;
   std::unique_ptr<Senders> senders_;
 };
