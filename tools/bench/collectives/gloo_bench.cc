@@ -8,7 +8,6 @@
 // in, the whole out; all-reduce: the whole vector in and out). Each case runs 10 untimed calls,
 // then ITERS timed ones (default 200; 20 for 1 MiB and more); rank 0 prints the mean, median
 // and p90 microseconds per call.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_members.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/math.h"
@@ -27,28 +27,13 @@
 
 namespace {
 
-// Calls run back to back, so a member may start call i + 1 before the others finish call i and
-// single calls can look shorter than the exchange they wait for: the mean over the timed calls
-// (their total time / count) is the sustained cost per call; the median and p90 show the spread.
-double Mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return s / static_cast<double>(v.size());
-}
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
-}
-
 int RunMember(int rank, int members, const std::string& store_dir, int iters) {
   gloo::transport::tcp::attr attr("127.0.0.1");
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(store_dir);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, members);
   ctx->connectFullMesh(store, dev);
-  for (size_t bytes : {size_t{4} << 10, size_t{16} << 10, size_t{64} << 10, size_t{256} << 10,
-                       size_t{1} << 20, size_t{4} << 20}) {
+  for (size_t bytes : bench::Sizes()) {
     const size_t n = bytes / sizeof(float);
     const size_t share = n / static_cast<size_t>(members);
     std::vector<float> in(n, 1.0f + static_cast<float>(rank)), out(n);
@@ -75,9 +60,7 @@ int RunMember(int rank, int members, const std::string& store_dir, int iters) {
                 .count();
         if (i >= 10) us.push_back(dt);
       }
-      if (rank == 0)
-        std::printf("%-9s members %d  %5zu KiB  mean %9.1f us  median %9.1f  p90 %9.1f\n", op,
-                    members, bytes >> 10, Mean(us), Percentile(us, 0.5), Percentile(us, 0.9));
+      if (rank == 0) bench::Print(op, members, bytes, us);
     }
   }
   return 0;
@@ -93,22 +76,6 @@ int main(int argc, char** argv) {
   const int members = std::atoi(argv[1]);
   const int iters = argc > 2 ? std::atoi(argv[2]) : 200;
   if (members < 1 || members > 64 || iters < 1) return 2;
-  char dir[] = "/tmp/gloo_bench_XXXXXX";
-  if (!mkdtemp(dir)) return 1;
-  std::vector<pid_t> kids;
-  for (int r = 1; r < members; ++r) {
-    const pid_t p = fork();
-    if (p == 0) _exit(RunMember(r, members, dir, iters));
-    kids.push_back(p);
-  }
-  const int rc = RunMember(0, members, dir, iters);
-  int bad = 0;
-  for (pid_t p : kids) {
-    int st = 0;
-    waitpid(p, &st, 0);
-    bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  }
-  std::string rm = std::string("rm -rf ") + dir;
-  if (std::system(rm.c_str()) != 0) return 1;
-  return rc != 0 || bad != 0 ? 1 : 0;
+  return bench::ForkMembers(
+      members, [&](int r, const std::string& dir) { return RunMember(r, members, dir, iters); });
 }

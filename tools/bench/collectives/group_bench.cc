@@ -5,7 +5,6 @@
 //   group_bench MEMBERS [ITERS] [aes|none]
 //
 // Same cases, counts and output lines as gloo_bench.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,25 +16,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench_members.h"
 #include "collective/group.h"
 #include "net/auth.h"
 #include "net/conn.h"
 
 namespace {
-
-// Calls run back to back, so a member may start call i + 1 before the others finish call i and
-// single calls can look shorter than the exchange they wait for: the mean over the timed calls
-// (their total time / count) is the sustained cost per call; the median and p90 show the spread.
-double Mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return s / static_cast<double>(v.size());
-}
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
-}
 
 // Member r listens (its port in DIR/r) and dials every member above it: a full mesh.
 std::vector<std::shared_ptr<shoal::net::Conn>> Mesh(int r, int m, const std::string& dir,
@@ -77,8 +63,7 @@ std::vector<std::shared_ptr<shoal::net::Conn>> Mesh(int r, int m, const std::str
 
 int RunMember(int r, int m, const std::string& dir, int iters, shoal::net::LinkCipher cipher) {
   shoal::collective::Group g(r, Mesh(r, m, dir, cipher), 30'000);
-  for (size_t bytes : {size_t{4} << 10, size_t{16} << 10, size_t{64} << 10, size_t{256} << 10,
-                       size_t{1} << 20, size_t{4} << 20}) {
+  for (size_t bytes : bench::Sizes()) {
     const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
     std::vector<int64_t> counts;
     for (int k = 0; k < m; ++k) counts.push_back(shoal::collective::SliceOf(n, m, k).count);
@@ -115,9 +100,7 @@ int RunMember(int r, int m, const std::string& dir, int iters, shoal::net::LinkC
           return 1;
         }
       }
-      if (r == 0)
-        std::printf("%-9s members %d  %5zu KiB  mean %9.1f us  median %9.1f  p90 %9.1f\n", op, m,
-                    bytes >> 10, Mean(us), Percentile(us, 0.5), Percentile(us, 0.9));
+      if (r == 0) bench::Print(op, m, bytes, us);
     }
   }
   return 0;
@@ -136,22 +119,7 @@ int main(int argc, char** argv) {
                           ? shoal::net::LinkCipher::kNone
                           : shoal::net::LinkCipher::kAes256Gcm;
   if (members < 1 || members > 64 || iters < 1) return 2;
-  char dir[] = "/tmp/group_bench_XXXXXX";
-  if (!mkdtemp(dir)) return 1;
-  std::vector<pid_t> kids;
-  for (int r = 1; r < members; ++r) {
-    const pid_t p = fork();
-    if (p == 0) _exit(RunMember(r, members, dir, iters, cipher));
-    kids.push_back(p);
-  }
-  const int rc = RunMember(0, members, dir, iters, cipher);
-  int bad = 0;
-  for (pid_t p : kids) {
-    int st = 0;
-    waitpid(p, &st, 0);
-    bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  }
-  const std::string rm = std::string("rm -rf ") + dir;
-  if (std::system(rm.c_str()) != 0) return 1;
-  return rc != 0 || bad != 0 ? 1 : 0;
+  return bench::ForkMembers(members, [&](int r, const std::string& dir) {
+    return RunMember(r, members, dir, iters, cipher);
+  });
 }
