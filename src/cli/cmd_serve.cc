@@ -10,7 +10,8 @@
 #include "cluster/cluster_file.h"
 #include "cluster/remote_executor.h"
 #include "net/link_cipher.h"
-#include "planner/model_profile.h"
+#include "planner/cost_model.h"
+#include "planner/plan.h"
 #include "server/served_model.h"
 #include "server/server.h"
 
@@ -78,10 +79,7 @@ Status ServerSetup(const ServeArgs& a, server::ServerConfig* sc) {
   sc->max_queued_sequences = a.max_queued_seqs;
   sc->stream_buffer_bytes = a.stream_buffer;
   sc->stream_stall_timeout_s = a.stream_stall_timeout;
-  const size_t slash = a.model.find_last_of('/');
-  sc->served_model_name = !a.served_name.empty()       ? a.served_name
-                          : slash == std::string::npos ? a.model
-                                                       : a.model.substr(slash + 1);
+  sc->served_model_name = server::ServedModelName(a.served_name, a.model);
   sc->max_queued_requests = a.max_queued;
   sc->drain_timeout_s = a.drain_timeout;
   return Status::Ok();
@@ -112,25 +110,6 @@ Status ModelSetup(const ServeArgs& a, server::ServeModelOptions* o) {
   return Status::Ok();
 }
 
-// --dry-run: plans the cluster over the nodes and prints the plan.
-int DryRun(const server::ServeModelOptions& o) {
-  if (!o.pipeline) return Fail(Errorf("--dry-run plans a cluster: give --nodes or --cluster"));
-  auto b = LoadBundle(o.model_path, false);
-  if (!b.ok()) return Fail(b.status());
-  auto prof = planner::ProfileFromGguf(*b->file);
-  if (!prof.ok()) return Fail(prof.status());
-  EngineConfig cfg = o.engine;
-  cfg.n_ctx = o.max_model_len > 0
-                  ? o.max_model_len
-                  : static_cast<int32_t>(prof->hp.n_ctx_train > 0 ? prof->hp.n_ctx_train : 4096);
-  cluster::ClusterOptions co = o.pipeline->failover.cluster;
-  cluster::SetPlanSizes(cfg, &co.plan);
-  auto cl = cluster::ConnectAndPlan(co, *b->file, o.pipeline->key);
-  if (!cl.ok()) return Fail(cl.status());
-  std::fprintf(stderr, "%s", planner::FormatPlan(cl->plan).c_str());
-  return 0;
-}
-
 }  // namespace
 
 int Serve(const ServeArgs& a) {
@@ -138,7 +117,12 @@ int Serve(const ServeArgs& a) {
   server::ServeModelOptions mo;
   if (Status s = ServerSetup(a, &sc); !s.ok()) return Fail(s);
   if (Status s = ModelSetup(a, &mo); !s.ok()) return Fail(s);
-  if (a.dry_run) return DryRun(mo);
+  if (a.dry_run) {  // plans the cluster over the nodes and prints the plan
+    auto plan = server::PlanPipeline(mo);
+    if (!plan.ok()) return Fail(plan.status());
+    std::fprintf(stderr, "%s", planner::FormatPlan(*plan).c_str());
+    return 0;
+  }
   // 64 descriptors beside the connections: the model file, logs, node links and the listener.
   if (const uint64_t fds = RaiseFileLimit(); fds > 0 && fds < uint64_t(a.max_connections) + 64)
     std::fprintf(stderr,

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "engine/engine_builder.h"
-#include "planner/model_profile.h"
+#include "planner/cost_model.h"
 
 namespace shoal::cluster {
 
@@ -16,11 +16,9 @@ void SetPlanSizes(const EngineConfig& cfg, planner::PlanConfig* plan) {
   plan->max_batched_tokens = cfg.max_num_batched_tokens;
 }
 
-Result<ClusterEngine> BuildClusterEngine(const gguf::File& file, EngineConfig cfg,
-                                         FailoverOptions fo, net::ClusterKey key,
+Result<ClusterEngine> BuildClusterEngine(const gguf::File& file, const HParams& hp,
+                                         EngineConfig cfg, FailoverOptions fo, net::ClusterKey key,
                                          int32_t pipeline_groups, std::vector<int32_t> eog) {
-  SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(file));
-  const HParams& hp = prof.hp;
   bool recurrent = false;
   for (int64_t il = 0; il < hp.n_layer; ++il) recurrent = recurrent || hp.is_recurrent_layer(il);
   // A recurrent state lives on the stages owning its layers, in slots the scheduler allots.

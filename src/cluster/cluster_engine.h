@@ -19,13 +19,14 @@ struct ClusterEngine {
   planner::Plan plan;                 // the first plan
 };
 
-// Plans the layers of `file` over fo.cluster.nodes (with fo.standby as spares), assigns them
-// and builds the engine that streams its steps through them, failing over on node loss. The
-// engine config is sized by the engine builder's rules (engine/engine_builder.h) for the
-// model's recurrent layers, fo.cluster.plan takes its sizes from it, and pipeline_groups
-// sequence groups overlap their steps (0: one per stage; 1 with a recurrent state).
-Result<ClusterEngine> BuildClusterEngine(const gguf::File& file, EngineConfig cfg,
-                                         FailoverOptions fo, net::ClusterKey key,
+// Plans the layers of `file` (whose hyper-parameters are `hp`) over fo.cluster.nodes (with
+// fo.standby as spares), assigns them and builds the engine that streams its steps through them,
+// failing over on node loss. The engine config is sized by the engine builder's rules
+// (engine/engine_builder.h) for the model's recurrent layers, fo.cluster.plan takes its sizes from
+// it, and pipeline_groups sequence groups overlap their steps (0: one per stage; 1 with a recurrent
+// state).
+Result<ClusterEngine> BuildClusterEngine(const gguf::File& file, const HParams& hp,
+                                         EngineConfig cfg, FailoverOptions fo, net::ClusterKey key,
                                          int32_t pipeline_groups, std::vector<int32_t> eog);
 
 // The plan sizes a pipeline serving `cfg` needs (link_dtype is the caller's).

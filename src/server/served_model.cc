@@ -20,7 +20,32 @@ Result<int32_t> SwapBlocks(const HParams& hp, const EngineConfig& cfg, uint64_t 
   return static_cast<int32_t>(swap_bytes / std::max<uint64_t>(1, per_block));
 }
 
+// Tokens per sequence: --max-model-len, else the model's training context (4096 when unknown).
+int32_t ContextLength(const HParams& hp, int32_t max_model_len) {
+  if (max_model_len > 0) return max_model_len;
+  return static_cast<int32_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096);
+}
+
 }  // namespace
+
+std::string ServedModelName(const std::string& served_name, const std::string& model_path) {
+  if (!served_name.empty()) return served_name;
+  const size_t slash = model_path.find_last_of('/');
+  return slash == std::string::npos ? model_path : model_path.substr(slash + 1);
+}
+
+Result<planner::Plan> PlanPipeline(const ServeModelOptions& o) {
+  if (!o.pipeline) return Errorf("--dry-run plans a cluster: give --nodes or --cluster");
+  SHOAL_ASSIGN_OR_RETURN(Bundle b, LoadBundle(o.model_path, false));
+  SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(*b.file));
+  EngineConfig cfg = o.engine;
+  cfg.n_ctx = ContextLength(prof.hp, o.max_model_len);
+  cluster::ClusterOptions co = o.pipeline->failover.cluster;
+  cluster::SetPlanSizes(cfg, &co.plan);
+  SHOAL_ASSIGN_OR_RETURN(cluster::Cluster cl,
+                         cluster::ConnectAndPlan(co, *b.file, o.pipeline->key));
+  return cl.plan;
+}
 
 Result<ServedModel> BuildServedModel(ServeModelOptions o) {
   ServedModel m;
@@ -29,9 +54,7 @@ Result<ServedModel> BuildServedModel(ServeModelOptions o) {
   SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(file));
   const HParams& hp = prof.hp;
   EngineConfig& cfg = o.engine;
-  cfg.n_ctx = o.max_model_len > 0
-                  ? o.max_model_len
-                  : static_cast<int32_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096);
+  cfg.n_ctx = ContextLength(hp, o.max_model_len);
   SHOAL_ASSIGN_OR_RETURN(cfg.swap_blocks, SwapBlocks(hp, cfg, o.swap_bytes));
   m.tokenizer = m.bundle.tokenizer.get();
   m.eog = m.tokenizer->EogTokens();
@@ -40,15 +63,12 @@ Result<ServedModel> BuildServedModel(ServeModelOptions o) {
   } else {
     PipelineOptions& p = *o.pipeline;
     SHOAL_ASSIGN_OR_RETURN(cluster::ClusterEngine ce,
-                           cluster::BuildClusterEngine(file, cfg, std::move(p.failover),
+                           cluster::BuildClusterEngine(file, hp, cfg, std::move(p.failover),
                                                        std::move(p.key), p.pipeline_groups, m.eog));
     m.engine = std::move(ce.engine);
     m.cluster = ce.control;
   }
-  const size_t slash = o.model_path.find_last_of('/');
-  m.info.name = !o.served_name.empty()       ? o.served_name
-                : slash == std::string::npos ? o.model_path
-                                             : o.model_path.substr(slash + 1);
+  m.info.name = ServedModelName(o.served_name, o.model_path);
   m.info.max_model_len = m.engine->config().n_ctx;
   m.info.tokenizer = m.tokenizer;
   Result<ChatTemplateKind> kind =

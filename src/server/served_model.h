@@ -14,6 +14,7 @@
 #include "engine/bundle.h"
 #include "engine/engine.h"
 #include "net/auth.h"
+#include "planner/plan.h"
 #include "server/openai_request.h"
 
 namespace shoal::server {
@@ -51,5 +52,9 @@ struct ServeModelOptions {
 
 // Loads the model (or only its file and tokenizer, for a pipeline) and builds the engine.
 Result<ServedModel> BuildServedModel(ServeModelOptions opts);
+// `serve --dry-run`: the plan the pipeline would start with (an error without one).
+Result<planner::Plan> PlanPipeline(const ServeModelOptions& opts);
+// The name clients ask for: --served-model-name, else the model's file name.
+std::string ServedModelName(const std::string& served_name, const std::string& model_path);
 
 }  // namespace shoal::server
