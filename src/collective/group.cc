@@ -12,11 +12,6 @@
 
 namespace shoal::collective {
 
-Slice SliceOf(int64_t n, int m, int k) {
-  const int64_t base = n / m, extra = n % m;
-  return {k * base + std::min<int64_t>(k, extra), base + (k < extra ? 1 : 0)};
-}
-
 // One thread per peer writes that peer's frames in order, so a member receives while its own
 // parts are still on the way (no deadlock once messages outgrow the socket buffers).
 struct Group::Senders {

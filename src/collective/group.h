@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/even_split.h"
 #include "base/status.h"
 #include "net/conn.h"
 
@@ -57,11 +58,8 @@ class Group {
   std::unique_ptr<Senders> senders_;
 };
 
-// Slice k of n elements split over m members as evenly as possible (the first n % m get one
-// more): [first, first + count).
-struct Slice {
-  int64_t first = 0, count = 0;
-};
-Slice SliceOf(int64_t n, int m, int k);
+// The slices of AllReduceOrdered (base/even_split.h).
+using shoal::Slice;
+using shoal::SliceOf;
 
 }  // namespace shoal::collective

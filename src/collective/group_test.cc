@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "collective/mesh.h"
 #include "net/auth.h"
 
 namespace shoal::collective {
@@ -21,29 +22,10 @@ net::ClusterKey Key() {
 }
 
 // links[i][j]: member i's authenticated link to member j (full mesh over loopback).
-std::vector<std::vector<std::shared_ptr<net::Conn>>> Mesh(int m) {
-  const net::ClusterKey key = Key();
-  std::vector<std::vector<std::shared_ptr<net::Conn>>> links(
-      static_cast<size_t>(m), std::vector<std::shared_ptr<net::Conn>>(static_cast<size_t>(m)));
-  for (int j = 0; j < m; ++j) {
-    auto lis = net::Listener::Listen("127.0.0.1", 0);
-    EXPECT_TRUE(lis.ok());
-    for (int i = 0; i < j; ++i) {
-      std::shared_ptr<net::Conn> accepted;
-      std::thread acc([&] {
-        auto c = (*lis)->Accept(5'000);
-        ASSERT_TRUE(c.ok() && *c);
-        ASSERT_TRUE(net::AuthenticateAcceptor(**c, key).ok());
-        accepted = std::move(*c);
-      });
-      auto d = net::ConnectAuthenticated("127.0.0.1", (*lis)->port(), key, 5'000);
-      acc.join();
-      EXPECT_TRUE(d.ok());
-      links[static_cast<size_t>(i)][static_cast<size_t>(j)] = std::move(*d);
-      links[static_cast<size_t>(j)][static_cast<size_t>(i)] = accepted;
-    }
-  }
-  return links;
+Mesh MakeMesh(int m) {
+  auto mesh = LoopbackMesh(m, Key());
+  EXPECT_TRUE(mesh.ok()) << mesh.status().message();
+  return mesh.ok() ? std::move(*mesh) : Mesh{};
 }
 
 std::vector<float> Random(size_t n, uint32_t seed) {
@@ -65,7 +47,7 @@ std::vector<Status> OnAll(std::vector<std::unique_ptr<Group>>& g, F fn) {
 }
 
 std::vector<std::unique_ptr<Group>> Groups(int m, int64_t timeout_ms = 5'000) {
-  auto links = Mesh(m);
+  auto links = MakeMesh(m);
   std::vector<std::unique_ptr<Group>> g;
   for (int k = 0; k < m; ++k)
     g.push_back(std::make_unique<Group>(k, links[static_cast<size_t>(k)], timeout_ms));

@@ -20,6 +20,12 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOpt
   SHOAL_ASSIGN_OR_RETURN(HParams hp, LoadHParams(file));
   std::unique_ptr<Model> m = FindArch(hp.arch)->new_model();  // LoadHParams found it
   SHOAL_RETURN_IF_ERROR(m->SetLayerRange(hp, opt));
+  if (opt.tp.size < 1 || opt.tp.rank < 0 || opt.tp.rank >= opt.tp.size)
+    return Errorf("tensor-parallel member {} of {} is invalid", opt.tp.rank, opt.tp.size);
+  if (opt.tp.size > 1 && !m->SupportsTensorParallel())
+    return Errorf("{}: architecture {} cannot be split inside a layer (tensor parallel) yet",
+                  file.path(), hp.arch);
+  m->tp_ = opt.tp;
   SHOAL_RETURN_IF_ERROR(m->LoadEndWeights(file));
   SHOAL_RETURN_IF_ERROR(m->LoadLayers(file, opt));
   return m;
@@ -46,6 +52,9 @@ Status Model::LoadEndWeights(const gguf::File& f) {
     } else {
       SHOAL_ASSIGN_OR_RETURN(output_, LoadMatrix(f, "output.weight", E, hp_.n_vocab));
     }
+    // A member computes the logits of its vocabulary slice; the gather joins them.
+    output_ = RowSlice(output_, SliceOf(hp_.n_vocab, tp_.size, tp_.rank));
+    head_gather_.SetCols(SliceWidths(hp_.n_vocab, tp_.size), tp_.rank);
   }
   return Status::Ok();
 }
@@ -54,8 +63,8 @@ KvLayout Model::MakeKvLayout(int32_t n_blocks, int32_t block_size, DType dtype,
                              int32_t n_state_slots) const {
   KvLayout l;
   l.n_layers = last_ - first_;
-  l.k_dim = hp_.cache_k_dim();
-  l.v_dim = hp_.cache_v_dim();
+  l.k_dim = CacheKDim();
+  l.v_dim = CacheVDim();
   l.dtype = dtype;
   l.block_size = block_size;
   l.n_blocks = n_blocks;
@@ -68,10 +77,15 @@ Status Model::Forward(const Batch& b, const float* hidden_in, KvStore& kv, Threa
                       ForwardOutput* out) {
   const int64_t n = b.n_rows();
   if (n == 0) return Status::Ok();
+  if (split() && !comm_) return Errorf("a tensor-parallel member runs without its group");
   SHOAL_RETURN_IF_ERROR(BindChunks(b, kv));
   SHOAL_RETURN_IF_ERROR(ReadInput(b, hidden_in));
+  step_status_ = Status::Ok();
   BeginStep(b);
-  for (int32_t li = 0; li < last_ - first_; ++li) RunLayer(li, b, kv, pool, x_.data());
+  for (int32_t li = 0; li < last_ - first_; ++li) {
+    RunLayer(li, b, kv, pool, x_.data());
+    if (!step_status_.ok()) return step_status_.Annotate("layer " + std::to_string(first_ + li));
+  }
   if (StateFloatsPerSeq() > 0)
     for (const SeqChunk& c : b.chunks) kv.StatePos(c.state_slot) = c.pos0 + c.n_tokens;
   return EmitOutput(b, pool, out);
@@ -167,9 +181,31 @@ Status Model::EmitOutput(const Batch& b, ThreadPool* pool, ForwardOutput* out) {
     kernels::RmsNorm(h + r * E, output_norm_.data(), head_rows_.data() + i * E, E, hp_.rms_eps);
   }
   out->logits.resize(static_cast<size_t>(n_out * hp_.n_vocab));
-  kernels::MatMul(output_, head_rows_.data(), E, n_out, out->logits.data(), hp_.n_vocab, pool,
+  if (!split()) {
+    kernels::MatMul(output_, head_rows_.data(), E, n_out, out->logits.data(), hp_.n_vocab, pool,
+                    &head_mm_);
+    return Status::Ok();
+  }
+  Grow(head_local_, n_out * output_.rows);
+  kernels::MatMul(output_, head_rows_.data(), E, n_out, head_local_.data(), output_.rows, pool,
                   &head_mm_);
-  return Status::Ok();
+  Gather(head_gather_, head_local_.data(), n_out, out->logits.data());
+  return step_status_;
+}
+
+void Model::Gather(ColumnGather& g, const float* mine, int64_t n, float* out) {
+  int64_t total = 0;
+  for (int64_t c : g.cols()) total += c;
+  if (step_status_.ok()) {
+    Status s = g.Run(*comm_, mine, n, out);
+    if (s.ok()) return;
+    FailStep(std::move(s));
+  }
+  std::fill(out, out + n * total, 0.f);
+}
+
+void Model::FailStep(Status s) {
+  if (step_status_.ok()) step_status_ = std::move(s);
 }
 
 }  // namespace shoal

@@ -10,6 +10,7 @@
 #include "kvcache/kv_store.h"
 #include "model/batch.h"
 #include "model/hparams.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "threading/thread_pool.h"
 
@@ -21,6 +22,9 @@ struct LoadOptions {
   // Lay out the matrices the tiled kernels can read in place once at load (PretileMatrices);
   // false keeps every weight in the file's mapping (then each batched matmul repacks panels).
   bool pretile = true;
+  // Member of a tensor-parallel group (model/tensor_parallel.h): loads only its slices of the
+  // layers and the head; Forward then needs the group's communicator (SetTpComm).
+  TpShard tp;
 };
 
 struct ForwardOutput {
@@ -63,6 +67,11 @@ class Model {
   // (kimi-k3: the banked attention-residual inputs, one plane per block started so far).
   int32_t HiddenPlanes(int32_t layer) const { return hp_.hidden_planes(layer); }
 
+  const TpShard& tp() const { return tp_; }
+  // The group's all-gather (not owned; must outlive the Forward calls). Required when
+  // tp().size > 1; every member must run the same batches in the same order.
+  void SetTpComm(TpComm* comm) { comm_ = comm; }
+
   // Runs layers [first, last) over the batch. The first stage embeds batch.tokens; later
   // stages read hidden_in [HiddenPlanes(first)][n_rows][n_embd]. Before the call, every
   // chunk's block table must cover positions [0, pos0 + n_tokens). Writes out->logits or
@@ -81,6 +90,13 @@ class Model {
   virtual void RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) = 0;
   // The rows the output norm reads ([n_rows, n_embd]): x, unless the architecture mixes more in.
   virtual const float* HeadInput(const float* x, int64_t n) { return x; }
+  // Whether LoadLayers can load a member's slices (LoadOptions::tp); Load refuses a split
+  // otherwise.
+  virtual bool SupportsTensorParallel() const { return false; }
+  // Widths of the K and V rows this model caches per layer (a tensor-parallel member caches
+  // only the KV heads its query heads read).
+  virtual int64_t CacheKDim() const { return hp_.cache_k_dim(); }
+  virtual int64_t CacheVDim() const { return hp_.cache_v_dim(); }
 
   // What the frame offers the layers.
   // Planes carried across layers besides x (kimi-k3's banked attention-residual inputs), each
@@ -88,6 +104,14 @@ class Model {
   int n_carried() const { return n_carried_; }
   const float* carried(int j) const { return carried_[static_cast<size_t>(j)].data(); }
   void Carry(const float* x, int64_t n);
+  // Tensor parallel: whether this model is one member's slice, and the column gather of a
+  // [n, cols[rank]] block into out [n, sum(cols)]. A failed gather fills out with zeros and
+  // fails the Forward call after the layer (RunLayer has no status of its own).
+  bool split() const { return tp_.size > 1; }
+  TpComm* comm() const { return comm_; }
+  void Gather(ColumnGather& g, const float* mine, int64_t n, float* out);
+  // Records the first failure of a collective in this step.
+  void FailStep(Status s);
   // Chunk c's recurrent state this step (StateFloatsPerSeq() floats in its KvStore slot, zeroed
   // when the chunk starts at position 0), or null when the model keeps none.
   float* chunk_state(size_t c) const { return states_[c]; }
@@ -99,6 +123,7 @@ class Model {
   kernels::MatrixView output_;    // last stage: the head (the embedding when tied)
   std::vector<float> output_norm_;
   WeightArena pretiled_;  // the matrices PretileMatrices laid out
+  TpShard tp_;
 
  private:
   // Takes hp and the layer range of opt ([first_layer, last_layer), -1 = to the end), checked.
@@ -123,6 +148,10 @@ class Model {
   std::vector<float*> states_;    // [chunk] recurrent state, or null
   std::vector<float> head_rows_;  // [out_rows, n_embd] normed rows the head reads
   kernels::MatMulScratch head_mm_;
+  TpComm* comm_ = nullptr;
+  Status step_status_;             // the first failed collective of this Forward call
+  ColumnGather head_gather_;       // the head's vocabulary slices
+  std::vector<float> head_local_;  // [out_rows, this member's vocabulary slice]
 };
 
 }  // namespace shoal

@@ -24,6 +24,39 @@ Result<ExpertMatrices> LoadExperts(const gguf::File& f, const std::string& name,
   m.stride = static_cast<uint64_t>(rows) * m.first.row_bytes;
   return m;
 }
+// Every member's expert outputs into s->expert_out: member k sends the outputs of slots
+// offsets[its first expert] .. offsets[its end] (slots are grouped by expert, experts of a member
+// are contiguous), so the gathered buffer lists all slots in `slots` order.
+bool GatherExperts(const MoeShard& sh, int64_t NE, int64_t D, int64_t n_slots, MoeScratch* s) {
+  s->counts.assign(static_cast<size_t>(sh.size), 0);
+  for (int k = 0; k < sh.size; ++k) {
+    const Slice ek = SliceOf(NE, sh.size, k);
+    s->counts[static_cast<size_t>(k)] = (s->offsets[ek.end()] - s->offsets[ek.first]) * D;
+  }
+  const Slice own = SliceOf(NE, sh.size, sh.rank);
+  const int32_t b = s->offsets[own.first], m = s->offsets[own.end()] - b;
+  Grow(s->mine, int64_t{m} * D);
+  for (int32_t i = 0; i < m; ++i) {
+    const int64_t slot = s->slots[static_cast<size_t>(b + i)];
+    std::copy(s->expert_out.data() + slot * D, s->expert_out.data() + (slot + 1) * D,
+              s->mine.data() + int64_t{i} * D);
+  }
+  Status st = (sh.status && !sh.status->ok())
+                  ? *sh.status
+                  : sh.comm->AllGather({s->mine.data(), static_cast<size_t>(m * D)}, s->counts,
+                                       &s->gathered);
+  if (!st.ok()) {
+    if (sh.status && sh.status->ok()) *sh.status = st;
+    return false;
+  }
+  for (int64_t i = 0; i < n_slots; ++i) {
+    const int64_t slot = s->slots[static_cast<size_t>(i)];
+    std::copy(s->gathered.data() + i * D, s->gathered.data() + (i + 1) * D,
+              s->expert_out.data() + slot * D);
+  }
+  return true;
+}
+
 }  // namespace
 
 MoeConfig MoeConfigFrom(const HParams& hp) {
@@ -51,7 +84,8 @@ Result<MoeWeights> LoadMoeWeights(const gguf::File& f, int il, int64_t n_router_
 }
 
 void RunMoe(const MoeConfig& cfg, const MoeWeights& w, const float* xr, int64_t ldr, const float* x,
-            int64_t ldx, int64_t n, float* out, ThreadPool* pool, MoeScratch* s) {
+            int64_t ldx, int64_t n, float* out, ThreadPool* pool, MoeScratch* s,
+            const MoeShard* shard) {
   const int64_t NE = cfg.n_expert, K = cfg.n_used, D = w.down.first.rows;
   Grow(s->logits, n * NE);
   Grow(s->chosen, n * K);
@@ -108,8 +142,10 @@ void RunMoe(const MoeConfig& cfg, const MoeWeights& w, const float* xr, int64_t 
         s->slots[static_cast<size_t>(fill[e]++)] = static_cast<int32_t>(r * K + k);
       }
   }
-  // One gate/up/down MatMul per touched expert over its rows.
-  for (int64_t e = 0; e < NE; ++e) {
+  // One gate/up/down MatMul per touched expert over its rows (this member's experts only).
+  const bool ep = shard && shard->size > 1;
+  const Slice own = ep ? SliceOf(NE, shard->size, shard->rank) : Slice{0, NE};
+  for (int64_t e = own.first; e < own.end(); ++e) {
     const int32_t b = s->offsets[e], m = s->offsets[e + 1] - b;
     if (m == 0) continue;
     const int64_t in_w = w.gate.first.cols;
@@ -126,6 +162,10 @@ void RunMoe(const MoeConfig& cfg, const MoeWeights& w, const float* xr, int64_t 
       std::copy(s->yg.data() + int64_t{i} * D, s->yg.data() + int64_t{i + 1} * D,
                 s->expert_out.data() + slot * D);
     }
+  }
+  if (ep && !GatherExperts(*shard, NE, D, n * K, s)) {
+    std::fill(out, out + n * D, 0.f);
+    return;
   }
   // Weighted sum in top-k order.
   for (int64_t r = 0; r < n; ++r) {

@@ -8,6 +8,7 @@
 
 #include "model/ffn.h"
 #include "model/hparams.h"
+#include "model/tensor_parallel.h"
 
 namespace shoal {
 
@@ -46,16 +47,28 @@ Result<MoeWeights> LoadMoeWeights(const gguf::File& f, int il, int64_t n_router_
                                   int64_t n_ff_exp, int64_t n_expert);
 
 struct MoeScratch {
-  std::vector<float> logits;         // [n, n_expert]
-  std::vector<float> sel;            // [n_expert] selection scores of one row
-  std::vector<int32_t> order, fill;  // [n_expert]
-  std::vector<int32_t> chosen;       // [n, n_used] expert ids in top-k order
-  std::vector<float> weights;        // [n, n_used]
-  std::vector<int32_t> offsets;      // [n_expert + 1] start of each expert's list in `slots`
-  std::vector<int32_t> slots;        // [n * n_used] row * n_used + k, grouped by expert
-  std::vector<float> xg, yg;         // gathered inputs [m, n_in] and outputs [m, n_in]
-  std::vector<float> expert_out;     // [n, n_used, n_in]
+  std::vector<float> logits;          // [n, n_expert]
+  std::vector<float> sel;             // [n_expert] selection scores of one row
+  std::vector<int32_t> order, fill;   // [n_expert]
+  std::vector<int32_t> chosen;        // [n, n_used] expert ids in top-k order
+  std::vector<float> weights;         // [n, n_used]
+  std::vector<int32_t> offsets;       // [n_expert + 1] start of each expert's list in `slots`
+  std::vector<int32_t> slots;         // [n * n_used] row * n_used + k, grouped by expert
+  std::vector<float> xg, yg;          // gathered inputs [m, n_in] and outputs [m, n_in]
+  std::vector<float> expert_out;      // [n, n_used, n_in]
+  std::vector<float> mine, gathered;  // expert parallel: this member's and all slot outputs
+  std::vector<int64_t> counts;        // [member] floats each member sends
   FfnScratch ffn;
+};
+
+// Expert parallel inside a tensor-parallel group: member `rank` of `size` runs only experts
+// SliceOf(n_expert, size, rank) and the group gathers every expert's outputs (in the slot order
+// all members derive from the same routing) before the weighted sum, so every member gets the
+// single-process bits. A failed gather sets *status (the first failure) and zeros the output.
+struct MoeShard {
+  TpComm* comm = nullptr;
+  int rank = 0, size = 1;
+  Status* status = nullptr;
 };
 
 // out[n, n_in] = sum over the top-k experts of w_k * expert_k(x), summed in top-k order like
@@ -63,6 +76,7 @@ struct MoeScratch {
 // Each row's result is independent of the other rows (MatMul is per-row exact), so grouping
 // tokens by expert keeps batch invariance.
 void RunMoe(const MoeConfig& cfg, const MoeWeights& w, const float* xr, int64_t ldr, const float* x,
-            int64_t ldx, int64_t n, float* out, ThreadPool* pool, MoeScratch* s);
+            int64_t ldx, int64_t n, float* out, ThreadPool* pool, MoeScratch* s,
+            const MoeShard* shard = nullptr);
 
 }  // namespace shoal

@@ -1,6 +1,10 @@
 // The llama-family layer: x += attention(rmsnorm(x)); x += SwiGLU FFN or MoE (rmsnorm(x)).
 // Per-architecture options come from hparams: q/k/v biases (qwen2), per-head q/k RMSNorm
 // (qwen3), RoPE pairing (norm or neox), experts in the layers is_moe_layer names.
+// A tensor-parallel member (model/tensor_parallel.h) holds a slice of the query heads (and the
+// KV heads they read), of the output and down projections' rows (embedding columns), of the
+// gate/up rows (FFN columns) and of the experts; it gathers attention outputs, projections and
+// FFN activations so that every element is one whole dot product, as in a single process.
 #include "model/arch/llama/llama_family.h"
 
 #include <fmt/format.h>
@@ -32,8 +36,9 @@ struct LayerWeights {
 // Scratch activations, grown to the largest batch seen (no allocation in steady state).
 struct Workspace {
   std::vector<float> xn, q, k, v, att, tmp, gate, up;
-  std::vector<float> attn_scratch;  // per thread: max(n_kv, dv) floats
-  std::vector<float> rope;          // [n_rows, n_rot] (cos, sin) pairs
+  std::vector<float> att_all, part, ffh;  // tensor parallel: gathered att, a slice's output, FFN
+  std::vector<float> attn_scratch;        // per thread: max(n_kv, dv) floats
+  std::vector<float> rope;                // [n_rows, n_rot] (cos, sin) pairs
   kernels::MatMulScratch mm;
   MoeScratch moe;
 };
@@ -53,16 +58,48 @@ class LlamaFamily final : public Model {
     kernels::MatMul(w, x, w.cols, n, y, w.rows, pool, &ws_.mm);
   }
 
+  bool SupportsTensorParallel() const override { return true; }
+  int64_t CacheKDim() const override { return kvh_.count * hp_.head_dim_k; }
+  int64_t CacheVDim() const override { return kvh_.count * hp_.head_dim_v; }
+  // Sets this member's slices (the whole model when not split).
+  void SetShard();
+  // y [n, E] = the output or down projection w (this member's rows of it) of x [n, w.cols].
+  void ProjectEmbd(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+
   kernels::RopeParams rope_;
   MoeConfig moe_;
+  // This member's query heads, the KV heads they read, embedding columns and FFN columns.
+  Slice qh_, kvh_, emb_, ff_;
+  ColumnGather att_g_, emb_g_, ff_g_;
   float kq_scale_ = 1.f;
   std::vector<LayerWeights> layers_;
   Workspace ws_;
 };
 
+void LlamaFamily::SetShard() {
+  const HParams& hp = hp_;
+  const int T = tp_.size, r = tp_.rank;
+  const int64_t group = hp.n_head / hp.n_head_kv;
+  qh_ = SliceOf(hp.n_head, T, r);
+  kvh_ = qh_.count == 0 ? Slice{0, 0}
+                        : Slice{qh_.first / group, (qh_.end() - 1) / group + 1 - qh_.first / group};
+  emb_ = SliceOf(hp.n_embd, T, r);
+  ff_ = SliceOf(hp.n_ff, T, r);
+  att_g_.SetCols(SliceWidths(hp.n_head, T, hp.head_dim_v), r);
+  emb_g_.SetCols(SliceWidths(hp.n_embd, T), r);
+  ff_g_.SetCols(SliceWidths(hp.n_ff, T), r);
+}
+
 Status LlamaFamily::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
   const HParams& hp = hp_;
   const int64_t E = hp.n_embd;
+  SetShard();
+  const int64_t hdk = hp.head_dim_k, hdv = hp.head_dim_v;
+  const Slice q_rows{qh_.first * hdk, qh_.count * hdk}, k_rows{kvh_.first * hdk, kvh_.count * hdk},
+      v_rows{kvh_.first * hdv, kvh_.count * hdv};
+  auto cut = [](std::vector<float>& v, Slice s) {
+    if (!v.empty()) v = std::vector<float>(v.begin() + s.first, v.begin() + s.end());
+  };
   for (int il = first_; il < last_; ++il) {
     auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
     LayerWeights L;
@@ -78,6 +115,14 @@ Status LlamaFamily::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
     SHOAL_ASSIGN_OR_RETURN(L.bo, LoadOptionalVector(f, n("attn_output.bias"), E));
     if (hp.qkv_bias && (L.bq.empty() || L.bk.empty() || L.bv.empty()))
       return Errorf("{}: layer {} lacks the q/k/v biases that {} requires", f.path(), il, hp.arch);
+    // This member's rows (all of them when not split).
+    L.wq = RowSlice(L.wq, q_rows);
+    L.wk = RowSlice(L.wk, k_rows);
+    L.wv = RowSlice(L.wv, v_rows);
+    L.wo = RowSlice(L.wo, emb_);
+    cut(L.bq, q_rows);
+    cut(L.bk, k_rows);
+    cut(L.bv, v_rows);
     if (hp.qk_norm) {
       SHOAL_ASSIGN_OR_RETURN(L.q_norm, LoadVector(f, n("attn_q_norm.weight"), hp.head_dim_k));
       SHOAL_ASSIGN_OR_RETURN(L.k_norm, LoadVector(f, n("attn_k_norm.weight"), hp.head_dim_k));
@@ -90,6 +135,9 @@ Status LlamaFamily::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
       SHOAL_ASSIGN_OR_RETURN(L.gate, LoadMatrix(f, n("ffn_gate.weight"), E, hp.n_ff));
       SHOAL_ASSIGN_OR_RETURN(L.up, LoadMatrix(f, n("ffn_up.weight"), E, hp.n_ff));
       SHOAL_ASSIGN_OR_RETURN(L.down, LoadMatrix(f, n("ffn_down.weight"), hp.n_ff, E));
+      L.gate = RowSlice(L.gate, ff_);
+      L.up = RowSlice(L.up, ff_);
+      L.down = RowSlice(L.down, emb_);
     }
     layers_.push_back(std::move(L));
   }
@@ -99,7 +147,8 @@ Status LlamaFamily::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
     // The tied head is the embedding table, whose rows the first stage reads: it stays as it is.
     std::vector<MatrixView*> ms = {hp.tied_embeddings ? nullptr : &output_};
     for (LayerWeights& L : layers_)
-      for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) ms.push_back(m);
+      for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
+        if (m->rows > 0) ms.push_back(m);
     SHOAL_RETURN_IF_ERROR(PretileMatrices(f, ms, &pretiled_));
   }
 
@@ -122,7 +171,8 @@ void LlamaFamily::Attention(const LayerWeights& L, int32_t local_layer, const Ba
   const HParams& hp = hp_;
   const int64_t n = b.n_rows();
   const int hdk = static_cast<int>(hp.head_dim_k), hdv = static_cast<int>(hp.head_dim_v);
-  const int64_t qd = hp.q_dim(), kd = hp.k_dim(), vd = hp.v_dim();
+  // This member's widths: its query heads, and the KV heads they read.
+  const int64_t qd = qh_.count * hdk, kd = CacheKDim(), vd = CacheVDim();
   const KvLayout& lay = kv.layout();
   uint8_t* kb = kv.KBase(local_layer);
   uint8_t* vb = kv.VBase(local_layer);
@@ -145,6 +195,7 @@ void LlamaFamily::Attention(const LayerWeights& L, int32_t local_layer, const Ba
   int32_t max_kv = 0;
   for (const SeqChunk& c : b.chunks) max_kv = std::max(max_kv, c.pos0 + c.n_tokens);
   const int64_t group = hp.n_head / hp.n_head_kv;
+  const int64_t nq = qh_.count;  // heads h in [0, nq) are global heads qh_.first + h
   const size_t per_thread = kernels::AttendHeadsScratch(static_cast<int>(group), hdk, hdv, max_kv);
   const int n_threads = pool ? pool->size() : 1;
   Grow(ws_.attn_scratch, per_thread * static_cast<size_t>(n_threads));
@@ -158,10 +209,11 @@ void LlamaFamily::Attention(const LayerWeights& L, int32_t local_layer, const Ba
     size_t ci = 0;
     for (int64_t row = 0; row < n; ++row) {
       const int64_t part = (t + row) % nt;
-      const int64_t h0 = hp.n_head * part / nt, h1 = hp.n_head * (part + 1) / nt;
+      const int64_t h0 = qh_.first + nq * part / nt, h1 = qh_.first + nq * (part + 1) / nt;
       // Heads of one KV head run together (AttendHeads converts each key tile once for them).
       for (int64_t h = h0, h_end; h < h1; h = h_end) {
         h_end = std::min(h1, (h / group + 1) * group);
+        const int64_t lh = h - qh_.first, lkv = h / group - kvh_.first;  // local head indices
         while (b.chunks[ci].row0 + b.chunks[ci].n_tokens <= row) ++ci;
         const SeqChunk& c = b.chunks[ci];
         kernels::PagedKv pk;
@@ -169,16 +221,16 @@ void LlamaFamily::Attention(const LayerWeights& L, int32_t local_layer, const Ba
         pk.v_base = vb;
         pk.k_row_stride = kv.k_row_bytes();
         pk.v_row_stride = kv.v_row_bytes();
-        pk.k_head_offset = (h / group) * hdk;
-        pk.v_head_offset = (h / group) * hdv;
+        pk.k_head_offset = lkv * hdk;
+        pk.v_head_offset = lkv * hdv;
         pk.dtype = lay.dtype;
         pk.block_size = lay.block_size;
         pk.blocks = c.blocks;
         const int32_t pos = c.pos0 + static_cast<int32_t>(row - c.row0);
-        kernels::AttendHeads(&ws_.q[static_cast<size_t>(row * qd + h * hdk)], hdk,
+        kernels::AttendHeads(&ws_.q[static_cast<size_t>(row * qd + lh * hdk)], hdk,
                              static_cast<int>(h_end - h), hdk, hdv, kq_scale_, pk, pos + 1,
-                             &ws_.att[static_cast<size_t>(row * hp.n_head * hdv + h * hdv)], hdv,
-                             scratch, tiled_ok && pos < c.tiled_until);
+                             &ws_.att[static_cast<size_t>(row * nq * hdv + lh * hdv)], hdv, scratch,
+                             tiled_ok && pos < c.tiled_until);
       }
     }
   };
@@ -186,7 +238,7 @@ void LlamaFamily::Attention(const LayerWeights& L, int32_t local_layer, const Ba
   // see kernels::MatMul for why waking the pool costs more than it saves there.
   int64_t macs = 0;
   for (const SeqChunk& c : b.chunks)
-    macs += int64_t{c.n_tokens} * (c.pos0 + c.n_tokens) * hp.n_head * (hdk + hdv);
+    macs += int64_t{c.n_tokens} * (c.pos0 + c.n_tokens) * nq * (hdk + hdv);
   if (pool && macs >= (int64_t{1} << 17)) {
     pool->Run(work);
   } else {
@@ -199,13 +251,18 @@ void LlamaFamily::BeginStep(const Batch& b) {
   const int64_t nr = kernels::ScratchRows(b.n_rows());  // rows the buffers hold room for
   const int64_t E = hp.n_embd;
   Grow(ws_.xn, nr * E);
-  Grow(ws_.q, nr * hp.q_dim());
-  Grow(ws_.k, nr * hp.k_dim());
-  Grow(ws_.v, nr * hp.v_dim());
-  Grow(ws_.att, nr * hp.n_head * hp.head_dim_v);
+  Grow(ws_.q, nr * qh_.count * hp.head_dim_k);
+  Grow(ws_.k, nr * CacheKDim());
+  Grow(ws_.v, nr * CacheVDim());
+  Grow(ws_.att, nr * qh_.count * hp.head_dim_v);
   Grow(ws_.tmp, nr * E);
-  Grow(ws_.gate, nr * hp.n_ff);
-  Grow(ws_.up, nr * hp.n_ff);
+  Grow(ws_.gate, nr * ff_.count);
+  Grow(ws_.up, nr * ff_.count);
+  if (split()) {
+    Grow(ws_.att_all, nr * hp.n_head * hp.head_dim_v);
+    Grow(ws_.part, nr * emb_.count);
+    Grow(ws_.ffh, nr * hp.n_ff);
+  }
   Grow(ws_.rope, nr * hp.n_rot);
   // RoPE tables per row (position-dependent only).
   for (const SeqChunk& c : b.chunks)
@@ -214,11 +271,23 @@ void LlamaFamily::BeginStep(const Batch& b) {
                          &ws_.rope[static_cast<size_t>((c.row0 + i) * hp.n_rot)]);
 }
 
+void LlamaFamily::ProjectEmbd(const MatrixView& w, const float* x, int64_t n, float* y,
+                              ThreadPool* pool) {
+  if (!split()) {
+    MatMul(w, x, n, y, pool);
+    return;
+  }
+  // [n, w.cols] -> this member's embedding columns [n, emb_.count] -> gathered [n, E]
+  MatMul(w, x, n, ws_.part.data(), pool);
+  Gather(emb_g_, ws_.part.data(), n, y);
+}
+
 void LlamaFamily::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) {
   const HParams& hp = hp_;
   const int64_t n = b.n_rows();
-  const int64_t E = hp.n_embd, qd = hp.q_dim(), kd = hp.k_dim(), vd = hp.v_dim();
+  const int64_t E = hp.n_embd, kd = CacheKDim(), vd = CacheVDim();
   const int hdk = static_cast<int>(hp.head_dim_k);
+  const int64_t nq = qh_.count, nkv = kvh_.count, qd = nq * hdk;
   const LayerWeights& L = layers_[static_cast<size_t>(li)];
   float* xn = ws_.xn.data();
   for (int64_t r = 0; r < n; ++r)
@@ -233,32 +302,48 @@ void LlamaFamily::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* 
     if (!L.bk.empty()) kernels::AddInPlace(k, L.bk.data(), kd);
     if (!L.bv.empty()) kernels::AddInPlace(ws_.v.data() + r * vd, L.bv.data(), vd);
     if (!L.q_norm.empty()) {
-      for (int64_t h = 0; h < hp.n_head; ++h)
+      for (int64_t h = 0; h < nq; ++h)
         kernels::RmsNorm(q + h * hdk, L.q_norm.data(), q + h * hdk, hdk, hp.rms_eps);
-      for (int64_t h = 0; h < hp.n_head_kv; ++h)
+      for (int64_t h = 0; h < nkv; ++h)
         kernels::RmsNorm(k + h * hdk, L.k_norm.data(), k + h * hdk, hdk, hp.rms_eps);
     }
     if (hp.rope_type != RopeType::kNone) {
       const float* rc = &ws_.rope[static_cast<size_t>(r * hp.n_rot)];
-      kernels::ApplyRope(rope_, rc, q, static_cast<int>(hp.n_head), hdk);
-      kernels::ApplyRope(rope_, rc, k, static_cast<int>(hp.n_head_kv), hdk);
+      kernels::ApplyRope(rope_, rc, q, static_cast<int>(nq), hdk);
+      kernels::ApplyRope(rope_, rc, k, static_cast<int>(nkv), hdk);
     }
   }
   Attention(L, li, b, kv, pool);
-  MatMul(L.wo, ws_.att.data(), n, ws_.tmp.data(), pool);
+  // [n, n_head * head_dim_v] (gathered from the members' heads) -> [n, E]
+  const float* att = ws_.att.data();
+  if (split()) {
+    Gather(att_g_, att, n, ws_.att_all.data());
+    att = ws_.att_all.data();
+  }
+  ProjectEmbd(L.wo, att, n, ws_.tmp.data(), pool);
   for (int64_t r = 0; r < n; ++r) {
     if (!L.bo.empty()) kernels::AddInPlace(ws_.tmp.data() + r * E, L.bo.data(), E);
     kernels::AddInPlace(x + r * E, ws_.tmp.data() + r * E, E);
     kernels::RmsNorm(x + r * E, L.ffn_norm.data(), xn + r * E, E, hp.rms_eps);
   }
   if (L.moe) {
-    // [n, n_embd] -> routed experts -> [n, n_embd]
-    RunMoe(moe_, L.experts, xn, E, xn, E, n, ws_.tmp.data(), pool, &ws_.moe);
+    // [n, n_embd] -> routed experts (this member's, gathered) -> [n, n_embd]
+    Status moe_status;
+    const MoeShard shard{comm(), tp_.rank, tp_.size, &moe_status};
+    RunMoe(moe_, L.experts, xn, E, xn, E, n, ws_.tmp.data(), pool, &ws_.moe,
+           split() ? &shard : nullptr);
+    if (!moe_status.ok()) FailStep(std::move(moe_status));
   } else {
+    const int64_t nf = ff_.count;
     MatMul(L.gate, xn, n, ws_.gate.data(), pool);
     MatMul(L.up, xn, n, ws_.up.data(), pool);
-    kernels::SwiGlu(ws_.gate.data(), ws_.up.data(), ws_.gate.data(), n * hp.n_ff);
-    MatMul(L.down, ws_.gate.data(), n, ws_.tmp.data(), pool);
+    kernels::SwiGlu(ws_.gate.data(), ws_.up.data(), ws_.gate.data(), n * nf);
+    const float* h = ws_.gate.data();
+    if (split()) {
+      Gather(ff_g_, h, n, ws_.ffh.data());  // [n, n_ff]
+      h = ws_.ffh.data();
+    }
+    ProjectEmbd(L.down, h, n, ws_.tmp.data(), pool);
   }
   kernels::AddInPlace(x, ws_.tmp.data(), n * E);
 }

@@ -1,0 +1,55 @@
+// Tensor parallelism inside a layer, exact mode: each member of a group computes whole output
+// elements of a slice of every matrix (rows of Q/K/V by heads, of the output and down
+// projections by embedding columns, of gate/up by FFN columns, of the head by vocabulary) and the
+// members all-gather the slices. No dot product is split, so every member ends each layer with
+// the bits a single process computes. MoE layers place whole experts on members instead (expert
+// parallel) and gather the experts' outputs before the weighted sum in top-k order.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/even_split.h"
+#include "base/status.h"
+#include "kernels/matmul.h"
+
+namespace shoal {
+
+// This process's place in its group: member `rank` of `size` (size 1: no split).
+struct TpShard {
+  int rank = 0;
+  int size = 1;
+};
+
+// The group's all-gather, implemented over the cluster's links (collective/tp_comm.h).
+class TpComm {
+ public:
+  virtual ~TpComm() = default;
+  // out = every member's `mine` concatenated in member order; counts[k]: member k's length.
+  virtual Status AllGather(std::span<const float> mine, std::span<const int64_t> counts,
+                           std::vector<float>* out) = 0;
+};
+
+// Rows [s.first, s.end()) of a row-major matrix (no copy; an empty slice has rows == 0).
+kernels::MatrixView RowSlice(const kernels::MatrixView& m, Slice s);
+
+// The column widths of a [n, total] tensor cut into the group's slices, and the gather that
+// puts every member's [n, cols[k]] block back side by side into out [n, sum(cols)].
+class ColumnGather {
+ public:
+  // cols[k]: member k's columns; this process is member `rank`.
+  void SetCols(std::vector<int64_t> cols, int rank);
+  const std::vector<int64_t>& cols() const { return cols_; }
+  Status Run(TpComm& comm, const float* mine, int64_t n, float* out);
+
+ private:
+  std::vector<int64_t> cols_, counts_;
+  int rank_ = 0;
+  std::vector<float> buf_;
+};
+
+// cols[k] = SliceOf(n, size, k).count * unit for every member k.
+std::vector<int64_t> SliceWidths(int64_t n, int size, int64_t unit = 1);
+
+}  // namespace shoal
