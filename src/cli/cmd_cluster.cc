@@ -258,6 +258,7 @@ void AddClusterCommand(CLI::App& app, Runner* runner) {
                  "Memory limit of each node (e.g. 256M; default: 90% of available / nodes)");
   up->add_option("--threads-per-node", a->threads_per_node, "Compute threads of each node")
       ->capture_default_str();
+  AddParallelOptions(up, &a->serve);
   up->add_option("--link-dtype", a->serve.link_dtype,
                  "Activations between stages: f32 (bit-exact), f16 or q8_0")
       ->capture_default_str();

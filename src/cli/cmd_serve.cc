@@ -45,6 +45,12 @@ Result<server::PipelineOptions> ClusterSetup(const ServeArgs& a) {
   co->model_file = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
   SHOAL_ASSIGN_OR_RETURN(co->plan.link_dtype, planner::ParseLinkDType(link));
   SHOAL_ASSIGN_OR_RETURN(co->link_cipher, net::ParseLinkCipher(a.link_cipher));
+  SHOAL_ASSIGN_OR_RETURN(co->parallel, planner::ParseParallel(a.parallel));
+  if (a.tp_mode != "exact")
+    return Errorf(
+        "--tp-mode {}: only exact is built (no dot product split across nodes, bit-identical to "
+        "one process); fast, with all-reduces of partial sums, is not",
+        a.tp_mode);
   co->watch.heartbeat_ms = a.heartbeat_ms;
   co->watch.suspect_ms = a.suspect_ms;
   co->watch.dead_ms = a.dead_ms;
@@ -112,6 +118,16 @@ Status ModelSetup(const ServeArgs& a, server::ServeModelOptions* o) {
 
 }  // namespace
 
+void AddParallelOptions(CLI::App* cmd, ServeArgs* a) {
+  cmd->add_option("--parallel", a->parallel,
+                  "With --nodes or --cluster: force a layout, tp=T,pp=P[,ep=T]: stages of T "
+                  "nodes each that split every layer (heads, FFN columns, experts) "
+                  "(default: a pipeline of every node)");
+  cmd->add_option("--tp-mode", a->tp_mode,
+                  "How a split layer computes: exact (bit-identical to one process)")
+      ->capture_default_str();
+}
+
 int Serve(const ServeArgs& a) {
   server::ServerConfig sc;
   server::ServeModelOptions mo;
@@ -120,7 +136,8 @@ int Serve(const ServeArgs& a) {
   if (a.dry_run) {  // plans the cluster over the nodes and prints the plan
     auto plan = server::PlanPipeline(mo);
     if (!plan.ok()) return Fail(plan.status());
-    std::fprintf(stderr, "%s", planner::FormatPlan(*plan).c_str());
+    std::fprintf(stderr, "%s%s", planner::FormatPlan(plan->plan).c_str(),
+                 planner::FormatGroups(plan->plan, plan->hp).c_str());
     return 0;
   }
   // 64 descriptors beside the connections: the model file, logs, node links and the listener.
@@ -229,6 +246,7 @@ void AddServeCommand(CLI::App& app, Runner* runner) {
                   "pipeline (0: one per stage; 1: one step at a time)")
       ->capture_default_str();
   cmd->add_flag("--dry-run", a->dry_run, "With --nodes or --cluster: print the plan and exit");
+  AddParallelOptions(cmd, a.get());
   cmd->add_option("--standby", a->standby,
                   "Spare nodes that take a failed node's place: HOST:PORT,HOST:PORT,...");
   cmd->add_option("--heartbeat-ms", a->heartbeat_ms, "Ping every node link this often")

@@ -5,6 +5,10 @@
 #include <cstdint>
 #include <string>
 
+namespace CLI {
+class App;
+}
+
 namespace shoal::cli {
 
 struct ServeArgs {
@@ -28,10 +32,16 @@ struct ServeArgs {
   std::string link_cipher = "aes-256-gcm";  // every node link after the handshake
   bool link_dtype_set = false;              // --link-dtype given: it overrides the cluster file's
   bool dry_run = false;
+  // A forced layout (planner/parallel.h): "tp=2,pp=2"; empty: a pipeline of every node. The
+  // split mode: exact (bit-identical to one process; the only one built so far).
+  std::string parallel, tp_mode = "exact";
   // Failover (docs/CLUSTER.md): spare nodes, and the failure detection thresholds.
   std::string standby;
   int64_t heartbeat_ms = 100, suspect_ms = 300, dead_ms = 1000;
 };
+
+// --parallel and --tp-mode (serve and cluster up).
+void AddParallelOptions(CLI::App* cmd, ServeArgs* a);
 
 // Runs the server until SIGTERM/SIGINT; returns the process exit code.
 int Serve(const ServeArgs& a);

@@ -13,9 +13,12 @@
 
 #include "base/log.h"
 #include "cluster/frame_queue.h"
+#include "cluster/group_links.h"
 #include "cluster/model_transfer.h"
 #include "cluster/warmup.h"
 #include "cluster/wire.h"
+#include "collective/group.h"
+#include "collective/tp_comm.h"
 #include "engine/engine_builder.h"
 #include "engine/stage.h"
 #include "gguf/gguf.h"
@@ -24,6 +27,7 @@
 #include "net/conn.h"
 #include "planner/cost_model.h"
 #include "planner/model_profile.h"
+#include "planner/parallel.h"
 
 namespace shoal::cluster {
 
@@ -71,7 +75,14 @@ struct NodeAgent::Impl {
   std::unique_ptr<gguf::File> file;
   std::unique_ptr<Model> model;
   std::unique_ptr<Stage> stage;  // model's layers with their KV pool, swap space and threads
-  std::shared_ptr<net::Conn> coordinator, downstream;
+  std::shared_ptr<net::Conn> coordinator;
+  std::vector<std::shared_ptr<net::Conn>> downstream;  // member 0: the next stage's members
+  // Tensor parallel: the links peers of this node's group dialed (handed over by ServeLink),
+  // and the group the compute thread gathers through (its links, to interrupt a gather).
+  GroupLinks group_links;
+  std::unique_ptr<collective::Group> group;
+  std::unique_ptr<collective::GroupTpComm> comm;
+  std::vector<std::shared_ptr<net::Conn>> group_conns;
   planner::LinkDType link = planner::LinkDType::kF32;
   uint32_t epoch = 0;       // of the assignment served; work of any other epoch is dropped
   Assignment assigned;      // the one served (compared with the next, to keep the layers)
@@ -105,6 +116,11 @@ struct NodeAgent::Impl {
   void FailUpstream(std::optional<uint32_t> work_epoch);
   // With the layers loaded: dials the downstream stage and starts the compute thread.
   Status StartStage(const Assignment& a, const std::shared_ptr<net::Conn>& from, uint64_t ticket);
+  // Dials and greets one downstream node (cancelled by CancelDial).
+  Result<std::shared_ptr<net::Conn>> DialDownstream(const Assignment& a, const std::string& addr,
+                                                    uint64_t ticket);
+  // Links this member to its group's other members and gives the model their all-gather.
+  Status JoinGroup(const Assignment& a, uint64_t ticket);
   void ComputeLoop();
   Status RunWork(const net::Frame& f);
 };
@@ -214,6 +230,7 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
   std::vector<std::thread> loaders;
   std::atomic<uint64_t> loading{0};    // ticket of this link's assignment still loading; 0: none
   std::optional<uint32_t> work_epoch;  // the plan epoch of the last work this link delivered
+  bool handed_off = false;             // a group peer's link, now the group's
   while (!stop) {
     auto f = conn->Recv(kRecvPollMs);
     if (!f.ok()) {
@@ -243,6 +260,15 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
           r.payload = EncodeAssignResult(s.ok(), s.ok() ? "" : s.message());
           (void)conn->Send(r);  // a closed link: the coordinator has moved on
         });
+      } else if (type.ok() && *type == ControlType::kGroupJoin) {
+        auto j = DecodeGroupJoin(fr.payload);
+        if (!j.ok()) {
+          Log(LogLevel::kWarn, "bad group join: {}", j.status().message());
+          break;
+        }
+        group_links.Offer(j->first, j->second, conn);
+        handed_off = true;
+        break;
       } else if (type.ok() && (*type == ControlType::kData || *type == ControlType::kFetchDone)) {
         inbox.Push(std::move(fr));
       } else {
@@ -272,7 +298,7 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
   uint64_t t = loading.load();
   if (t != 0 && assign_ticket.compare_exchange_strong(t, t + 1)) CancelDial();
   for (std::thread& l : loaders) l.join();
-  conn->Shutdown();
+  if (!handed_off) conn->Shutdown();
 }
 
 void NodeAgent::Impl::FailUpstream(std::optional<uint32_t> work_epoch) {
@@ -302,20 +328,28 @@ void NodeAgent::Impl::CancelDial() {
 void NodeAgent::Impl::DropStage(bool keep_layers) {
   // A new plan (epoch) replaces the stage: stop the compute thread, drop queued work, close
   // the old downstream link, and free the old layers before new ones load.
-  std::shared_ptr<net::Conn> down;
+  std::vector<std::shared_ptr<net::Conn>> down, peers;
   {
     std::lock_guard<std::mutex> lk(mu);
     if (!model) return;
     stage_stop = true;
     down = downstream;
+    peers = group_conns;
   }
   cv.notify_all();
-  if (down) down->Shutdown();  // a send blocked on a stopped peer returns
+  // A send blocked on a stopped peer returns, and so does a gather waiting for one.
+  for (auto& c : down) c->Shutdown();
+  for (auto& c : peers)
+    if (c) c->Shutdown();
   if (compute.joinable()) compute.join();
   std::lock_guard<std::mutex> lk(mu);
   work.clear();
   coordinator.reset();
-  downstream.reset();
+  downstream.clear();
+  model->SetTpComm(nullptr);
+  comm.reset();
+  group.reset();
+  group_conns.clear();
   stage_stop = false;
   if (keep_layers) return;
   Log(LogLevel::kInfo, "dropping layers [{}, {}) of epoch {}", model->first_layer(),
@@ -337,7 +371,8 @@ bool SameStage(const Assignment& a, const Assignment& b) {
          a.swap_blocks == b.swap_blocks && x.max_num_seqs == y.max_num_seqs &&
          x.max_model_len == y.max_model_len && x.block_size == y.block_size &&
          x.kv_dtype == y.kv_dtype && x.max_batched_tokens == y.max_batched_tokens &&
-         x.link_dtype == y.link_dtype && a.manifest.Id() == b.manifest.Id();
+         x.link_dtype == y.link_dtype && a.manifest.Id() == b.manifest.Id() &&
+         a.tp_rank == b.tp_rank && a.tp_size() == b.tp_size();
 }
 
 }  // namespace
@@ -371,8 +406,10 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
   SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(*gf));
   if (a.last_layer > prof.hp.n_layer)
     return Errorf("layer range beyond the model's {} layers", prof.hp.n_layer);
-  const planner::StageMemory need =
-      planner::EstimateStageMemory(prof, info, a.config, a.first_layer, a.last_layer);
+  // A group member holds its slice of the stage (planner/parallel.h).
+  const planner::StageMemory need = planner::MemberMemory(
+      planner::EstimateStageMemory(prof, info, a.config, a.first_layer, a.last_layer), prof.hp,
+      a.tp_size(), a.tp_rank);
   if (opts.mem_limit > 0 && need.total() > opts.mem_limit)
     return Errorf(
         "layers [{}, {}) need {} MiB (weights {}, kv {}, buffers {}), over the {} MiB "
@@ -389,7 +426,9 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
     SHOAL_ASSIGN_OR_RETURN(gf, gguf::File::Open(path));
   }
   SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
-  SHOAL_ASSIGN_OR_RETURN(auto mdl, Model::Load(*gf, LoadOptions{a.first_layer, a.last_layer}));
+  LoadOptions lo{a.first_layer, a.last_layer};
+  lo.tp = TpShard{a.tp_rank, a.tp_size()};
+  SHOAL_ASSIGN_OR_RETURN(auto mdl, Model::Load(*gf, lo));
   // The sizes the coordinator's engine uses (engine/engine_builder.h), so block, swap and
   // state slot ids mean the same on every stage.
   const StageSizes sizes{a.n_blocks, a.config.block_size, a.config.kv_dtype,
@@ -399,7 +438,11 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
   // Take the whole planned memory now (see WarmUpStage), so RSS matches the plan from the start
   // and a node that cannot have it fails here rather than in the middle of a request.
   SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
-  SHOAL_RETURN_IF_ERROR(WarmUpStage(*st, a.config));
+  WarmUpComm warm_comm(a.tp_rank);  // a member warms up alone: its gathers yield zeros
+  mdl->SetTpComm(&warm_comm);
+  const Status warmed = WarmUpStage(*st, a.config);
+  mdl->SetTpComm(nullptr);
+  SHOAL_RETURN_IF_ERROR(warmed);
   {
     std::lock_guard<std::mutex> lk(mu);
     file = std::move(gf);
@@ -410,45 +453,78 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
   return StartStage(a, from, ticket);
 }
 
+Result<std::shared_ptr<net::Conn>> NodeAgent::Impl::DialDownstream(const Assignment& a,
+                                                                  const std::string& addr,
+                                                                  uint64_t ticket) {
+  SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(addr));
+  SHOAL_ASSIGN_OR_RETURN(auto c, net::Conn::Connect(hp.first, hp.second, kConnectTimeoutMs));
+  std::shared_ptr<net::Conn> down(std::move(c));
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    dialing = down;  // CancelDial shuts it down from here on
+  }
+  Status s = CheckTicket(a, ticket);  // a newer assignment came before it could see `dialing`
+  net::AuthOptions auth;
+  auth.cipher = opts.link_cipher;
+  if (s.ok()) s = net::AuthenticateDialer(*down, key, auth);
+  // The downstream node greets every link with its node info; read and drop it.
+  if (s.ok()) {
+    auto j = down->Recv(kConnectTimeoutMs);
+    if (!j.ok() || !*j) s = Errorf("downstream {} did not greet", addr);
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    dialing.reset();
+  }
+  SHOAL_RETURN_IF_ERROR(s);
+  SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
+  return down;
+}
+
+Status NodeAgent::Impl::JoinGroup(const Assignment& a, uint64_t ticket) {
+  if (a.tp_size() <= 1) return Status::Ok();
+  SHOAL_ASSIGN_OR_RETURN(
+      auto links, group_links.Build(a.epoch, a.tp_rank, a.tp_peers, key, opts.link_cipher,
+                                    kConnectTimeoutMs,
+                                    [this, ticket] { return assign_ticket.load() != ticket; }));
+  std::lock_guard<std::mutex> lk(mu);
+  group_conns = links;
+  group = std::make_unique<collective::Group>(a.tp_rank, std::move(links));
+  comm = std::make_unique<collective::GroupTpComm>(group.get());
+  model->SetTpComm(comm.get());
+  return Status::Ok();
+}
+
 Status NodeAgent::Impl::StartStage(const Assignment& a, const std::shared_ptr<net::Conn>& from,
                                    uint64_t ticket) {
   SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
-  std::shared_ptr<net::Conn> down;
-  if (!a.next_host.empty()) {
-    SHOAL_ASSIGN_OR_RETURN(auto c, net::Conn::Connect(a.next_host, a.next_port, kConnectTimeoutMs));
-    down = std::shared_ptr<net::Conn>(std::move(c));
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      dialing = down;  // CancelDial shuts it down from here on
-    }
-    Status s = CheckTicket(a, ticket);  // a newer assignment came before it could see `dialing`
-    net::AuthOptions auth;
-    auth.cipher = opts.link_cipher;
-    if (s.ok()) s = net::AuthenticateDialer(*down, key, auth);
-    // The downstream node greets every link with its node info; read and drop it.
-    if (s.ok()) {
-      auto j = down->Recv(kConnectTimeoutMs);
-      if (!j.ok() || !*j) s = Errorf("downstream {}:{} did not greet", a.next_host, a.next_port);
-    }
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      dialing.reset();
-    }
-    SHOAL_RETURN_IF_ERROR(s);
-    SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
-  } else if (!model->is_last_stage()) {
+  // Member 0 of a stage sends its output on: to every member of the next stage.
+  std::vector<std::shared_ptr<net::Conn>> down;
+  if (a.next_nodes.empty() && !model->is_last_stage())
     return Errorf("no downstream stage for layers [{}, {})", a.first_layer, a.last_layer);
+  if (a.tp_rank == 0) {
+    for (const std::string& addr : a.next_nodes) {
+      SHOAL_ASSIGN_OR_RETURN(auto c, DialDownstream(a, addr, ticket));
+      down.push_back(std::move(c));
+    }
   }
+  SHOAL_RETURN_IF_ERROR(JoinGroup(a, ticket));
+  SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
   std::lock_guard<std::mutex> lk(mu);
   coordinator = from;
-  downstream = down;
+  downstream = std::move(down);
   link = a.config.link_dtype;
   epoch = a.epoch;
   assigned = a;
   work.clear();
   compute = std::thread([this] { ComputeLoop(); });
-  Log(LogLevel::kInfo, "serving layers [{}, {}) of {} ({} KV blocks, epoch {})", a.first_layer,
-      a.last_layer, a.model_file, a.n_blocks, a.epoch);
+  if (a.tp_size() > 1) {
+    Log(LogLevel::kInfo, "serving layers [{}, {}) of {} as member {} of {} ({} KV blocks, epoch {})",
+        a.first_layer, a.last_layer, a.model_file, a.tp_rank, a.tp_size(), a.n_blocks, a.epoch);
+  } else {
+    Log(LogLevel::kInfo, "serving layers [{}, {}) of {} ({} KV blocks, epoch {})", a.first_layer,
+        a.last_layer, a.model_file, a.n_blocks, a.epoch);
+  }
   return Status::Ok();
 }
 
@@ -505,6 +581,7 @@ Status NodeAgent::Impl::RunWork(const net::Frame& f) {
     times.push_back(static_cast<uint32_t>(std::min<int64_t>(us.count(), UINT32_MAX)));
     AppendStageTimes(times, &r.payload);
   };
+  if (assigned.tp_rank != 0) return Status::Ok();  // member 0 speaks for the group
   if (model->is_last_stage()) {
     r.type = net::MsgType::kStepResult;
     r.payload = EncodeLogits(out.logits);
@@ -517,7 +594,8 @@ Status NodeAgent::Impl::RunWork(const net::Frame& f) {
   w.hidden.swap(out.hidden);  // the rows out; both buffers keep their room for the next steps
   SHOAL_RETURN_IF_ERROR(EncodeStepWork(w, link, hp.n_embd, &r.payload));
   add_time();
-  return downstream->Send(r);
+  for (const auto& d : downstream) SHOAL_RETURN_IF_ERROR(d->Send(r));
+  return Status::Ok();
 }
 
 }  // namespace shoal::cluster

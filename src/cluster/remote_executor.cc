@@ -18,13 +18,6 @@ constexpr int64_t kStepTimeoutMs = 600'000;
 // disk, and bounds a node that answers pings but never finishes.
 constexpr int64_t kAssignTimeoutMs = 600'000;
 
-// A node's address to dial: HOST:PORT with a real port.
-Result<std::pair<std::string, uint16_t>> NodeAddress(const std::string& s) {
-  SHOAL_ASSIGN_OR_RETURN(auto hp, net::ParseHostPort(s));
-  if (hp.second == 0) return Errorf("bad port in '{}'", s);
-  return hp;
-}
-
 Result<net::Frame> RecvControl(net::Conn& c, int64_t timeout_ms, const std::string& who) {
   auto f = c.Recv(timeout_ms);
   if (!f.ok()) return f.status().Annotate(who);
@@ -68,7 +61,8 @@ Result<Cluster> PlanCluster(std::vector<NodeLink> links, const ClusterOptions& o
     cl.conns.push_back(std::move(l.conn));
   }
   SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(file));
-  SHOAL_ASSIGN_OR_RETURN(cl.plan, planner::MakePlan(prof, cl.infos, opts.plan));
+  SHOAL_ASSIGN_OR_RETURN(cl.plan,
+                         planner::MakeParallelPlan(prof, cl.infos, opts.plan, opts.parallel));
   cl.n_blocks = static_cast<int32_t>(planner::KvTokensPerLayer(opts.plan) / opts.plan.block_size);
   cl.file = &file;
   return cl;
@@ -85,6 +79,11 @@ Result<Cluster> ConnectAndPlan(const ClusterOptions& opts, const gguf::File& fil
     links.push_back(std::move(l));
   }
   return PlanCluster(std::move(links), opts, file);
+}
+
+std::vector<int32_t> StageNodes(const planner::Stage& st) {
+  if (st.members.empty()) return {st.node};
+  return st.members;
 }
 
 namespace {
@@ -136,9 +135,10 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts, std::vector<std::st
   // stage dials its downstream peer after loading, and every node greets a link whether it is
   // assigned yet or not.
   std::vector<int32_t> stage_of(cl.conns.size(), -1);  // [node] -> stage
+  size_t assigned = 0;
+  auto address = [&cl](int32_t node) { return cl.infos[static_cast<size_t>(node)].address; };
   for (size_t i = cl.plan.stages.size(); i-- > 0;) {
     const planner::Stage& st = cl.plan.stages[i];
-    stage_of[static_cast<size_t>(st.node)] = static_cast<int32_t>(i);
     Assignment a;
     a.epoch = cl.epoch;
     a.model_file = opts.model_file;
@@ -148,22 +148,28 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts, std::vector<std::st
     a.swap_blocks = opts.swap_blocks;
     a.config = opts.plan;
     if (i + 1 < cl.plan.stages.size()) {
-      const size_t next = static_cast<size_t>(cl.plan.stages[i + 1].node);
-      SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(cl.infos[next].address));
-      a.next_host = hp.first;
-      a.next_port = hp.second;
+      for (int32_t m : StageNodes(cl.plan.stages[i + 1])) a.next_nodes.push_back(address(m));
     }
     a.manifest = cl.manifest;
-    net::Frame f;
-    f.type = net::MsgType::kControl;
-    f.payload = EncodeAssign(a);
-    SHOAL_RETURN_IF_ERROR(cl.conns[static_cast<size_t>(st.node)]->Send(f));
+    const std::vector<int32_t> members = StageNodes(st);
+    if (members.size() > 1)
+      for (int32_t m : members) a.tp_peers.push_back(address(m));
+    for (size_t k = 0; k < members.size(); ++k) {
+      const auto node = static_cast<size_t>(members[k]);
+      stage_of[node] = static_cast<int32_t>(i);
+      a.tp_rank = static_cast<int32_t>(k);
+      net::Frame f;
+      f.type = net::MsgType::kControl;
+      f.payload = EncodeAssign(a);
+      SHOAL_RETURN_IF_ERROR(cl.conns[node]->Send(f));
+      ++assigned;
+    }
   }
   // Answers in any order, serving fetches on the way; any link that dies or stays silent past
   // dead_ms (LinkWatch) ends the wait.
   Fetches fetches;
   Status err;
-  for (size_t left = cl.plan.stages.size(); left > 0 && err.ok();) {
+  for (size_t left = assigned; left > 0 && err.ok();) {
     auto c = cl.watch->NextControl(kAssignTimeoutMs);
     if (!c.ok()) {
       err = c.status().Annotate("epoch " + std::to_string(cl.epoch) + " assignment");
@@ -249,7 +255,8 @@ Status RemoteExecutor::Submit(const StepInput& in) {
     f.tag = net::DataTag{m, cluster_.epoch, step_};
     SHOAL_RETURN_IF_ERROR(EncodeStepWork(w, cluster_.plan.config.link_dtype, n_embd_, &f.payload));
     AppendStageTimes({}, &f.payload);
-    SHOAL_RETURN_IF_ERROR(cluster_.conns[cluster_.plan.stages[0].node]->Send(f));
+    for (int32_t node : StageNodes(cluster_.plan.stages[0]))
+      SHOAL_RETURN_IF_ERROR(cluster_.conns[static_cast<size_t>(node)]->Send(f));
     chunk = c1;
   }
   pending_.push_back(std::move(p));

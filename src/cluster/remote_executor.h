@@ -18,6 +18,7 @@
 #include "gguf/gguf.h"
 #include "net/auth.h"
 #include "net/conn.h"
+#include "planner/parallel.h"
 #include "planner/plan.h"
 
 namespace shoal::cluster {
@@ -27,6 +28,9 @@ struct ClusterOptions {
   std::vector<NodeOverride> overrides;  // [node] (may be shorter): name, memory cap, link
   std::string model_file;               // file name the nodes find in their --model-dir
   planner::PlanConfig plan;             // sizes (max seqs, length, block size, KV and link types)
+  // A forced layout (`--parallel`): tensor-parallel groups of consecutive nodes as the stages;
+  // the default {tp 1, pp 0} plans a pipeline of every node.
+  planner::Parallel parallel;
   int32_t swap_blocks = 0;
   int64_t connect_timeout_ms = 10'000;
   WatchConfig watch;  // failure detection on every link (link_watch.h)
@@ -57,9 +61,12 @@ Result<NodeLink> ConnectNode(const std::string& address, const NodeOverride& ove
                              const net::ClusterKey& key, int64_t timeout_ms,
                              net::LinkCipher cipher = net::LinkCipher::kAes256Gcm);
 
-// Plans the layer split over these links (in pipeline order).
+// Plans the layer split over these links (in pipeline order; groups of opts.parallel.tp nodes).
 Result<Cluster> PlanCluster(std::vector<NodeLink> links, const ClusterOptions& opts,
                             const gguf::File& file);
+
+// The nodes of a stage in member order (its one node when not split).
+std::vector<int32_t> StageNodes(const planner::Stage& st);
 
 // Connects to the nodes, reads their node info and plans the layer split (fails with each
 // node's shortfall when the model does not fit).
@@ -77,7 +84,7 @@ Status AssignLayers(Cluster& cluster, const ClusterOptions& opts,
                     std::vector<std::string>* lost = nullptr);
 
 // Streams a step through the stages: its batch is cut into micro-batches of whole chunks (by
-// default one per stage), all sent to stage 0 at once, so that stage s works on micro-batch i
+// default one per stage), all sent to stage 0 at once (to every member of a split stage 0), so that stage s works on micro-batch i
 // while stage s+1 works on i-1; the last stage returns logits. The step's copies ride on the
 // first micro-batch. Submit/Collect keep several steps in flight (the engine's pipeline
 // groups): each stage works in arrival order, so results return first in, first out. A lost

@@ -56,4 +56,16 @@ Status WarmUpStage(Stage& stage, const planner::PlanConfig& c) {
   return Status::Ok();
 }
 
+Status WarmUpComm::AllGather(std::span<const float> mine, std::span<const int64_t> counts,
+                             std::vector<float>* out) {
+  int64_t total = 0, at = 0;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    if (static_cast<int>(k) < rank_) at += counts[k];
+    total += counts[k];
+  }
+  out->assign(static_cast<size_t>(total), 0.f);
+  std::copy(mine.begin(), mine.end(), out->begin() + at);
+  return Status::Ok();
+}
+
 }  // namespace shoal::cluster

@@ -3,6 +3,7 @@
 
 #include "base/status.h"
 #include "engine/stage.h"
+#include "model/tensor_parallel.h"
 #include "planner/cost_model.h"
 
 namespace shoal::cluster {
@@ -14,5 +15,17 @@ namespace shoal::cluster {
 // every buffer has its steady-state size, so the node's RSS is what it will stay at; the
 // weights are resident already (the tensor hashes read them).
 Status WarmUpStage(Stage& stage, const planner::PlanConfig& c);
+
+// The all-gather a tensor-parallel member warms up with before its group is linked: every
+// buffer gets its real size, the other members' parts read as zeros.
+class WarmUpComm final : public TpComm {
+ public:
+  explicit WarmUpComm(int rank) : rank_(rank) {}
+  Status AllGather(std::span<const float> mine, std::span<const int64_t> counts,
+                   std::vector<float>* out) override;
+
+ private:
+  int rank_;
+};
 
 }  // namespace shoal::cluster

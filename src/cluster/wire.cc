@@ -4,6 +4,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "net/bytes.h"
+#include "net/conn.h"
 
 namespace shoal::cluster {
 
@@ -62,10 +63,38 @@ std::vector<uint8_t> EncodeAssign(const Assignment& a) {
   w.U32(static_cast<uint32_t>(c.kv_dtype));
   w.U32(static_cast<uint32_t>(c.max_batched_tokens));
   w.U8(static_cast<uint8_t>(c.link_dtype));
-  w.String(a.next_host);
-  w.U16(a.next_port);
+  w.U32(static_cast<uint32_t>(a.next_nodes.size()));
+  for (const std::string& n : a.next_nodes) w.String(n);
+  w.U32(static_cast<uint32_t>(a.tp_rank));
+  w.U32(static_cast<uint32_t>(a.tp_peers.size()));
+  for (const std::string& n : a.tp_peers) w.String(n);
   PutManifest(w, a.manifest);
   return out;
+}
+
+Result<std::pair<std::string, uint16_t>> NodeAddress(const std::string& s) {
+  SHOAL_ASSIGN_OR_RETURN(auto hp, net::ParseHostPort(s));
+  if (hp.second == 0) return Errorf("bad port in '{}'", s);
+  return hp;
+}
+
+std::vector<uint8_t> EncodeGroupJoin(uint32_t epoch, int32_t rank) {
+  std::vector<uint8_t> out;
+  ByteWriter w(&out);
+  w.U8(static_cast<uint8_t>(ControlType::kGroupJoin));
+  w.U32(epoch);
+  w.U32(static_cast<uint32_t>(rank));
+  return out;
+}
+
+Result<std::pair<uint32_t, int32_t>> DecodeGroupJoin(std::span<const uint8_t> payload) {
+  ByteReader r(payload.subspan(1));
+  uint32_t epoch = 0, rank = 0;
+  SHOAL_RETURN_IF_ERROR(r.U32(&epoch, "epoch"));
+  SHOAL_RETURN_IF_ERROR(r.U32(&rank, "member index"));
+  SHOAL_RETURN_IF_ERROR(r.ExpectEnd("group join"));
+  if (rank >= kMaxGroupNodes) return Errorf("member index {} out of range", rank);
+  return std::make_pair(epoch, static_cast<int32_t>(rank));
 }
 
 std::vector<uint8_t> EncodeAssignResult(bool ok, const std::string& message) {
@@ -80,7 +109,7 @@ std::vector<uint8_t> EncodeAssignResult(bool ok, const std::string& message) {
 Result<ControlType> ControlTypeOf(std::span<const uint8_t> payload) {
   if (payload.empty()) return Errorf("empty control message");
   const uint8_t t = payload[0];
-  if (t < 1 || t > 6) return Errorf("unknown control message type {}", t);
+  if (t < 1 || t > 7) return Errorf("unknown control message type {}", t);
   return static_cast<ControlType>(t);
 }
 
@@ -100,8 +129,25 @@ Result<Assignment> DecodeAssign(std::span<const uint8_t> payload) {
   for (int i = 0; i < 9; ++i) SHOAL_RETURN_IF_ERROR(r.U32(&v[i], "assignment field"));
   uint8_t link = 0;
   SHOAL_RETURN_IF_ERROR(r.U8(&link, "link dtype"));
-  SHOAL_RETURN_IF_ERROR(r.String(&a.next_host, 1024, "next host"));
-  SHOAL_RETURN_IF_ERROR(r.U16(&a.next_port, "next port"));
+  auto addresses = [&r](std::vector<std::string>* out, const char* what) -> Status {
+    uint32_t n = 0;
+    SHOAL_RETURN_IF_ERROR(r.U32(&n, what));
+    if (n > kMaxGroupNodes) return Errorf("{}: {} nodes, at most {}", what, n, kMaxGroupNodes);
+    out->resize(n);
+    for (std::string& s : *out) {
+      SHOAL_RETURN_IF_ERROR(r.String(&s, 1024, what));
+      SHOAL_RETURN_IF_ERROR(NodeAddress(s).status().Annotate(what));
+    }
+    return Status::Ok();
+  };
+  SHOAL_RETURN_IF_ERROR(addresses(&a.next_nodes, "next stage"));
+  uint32_t rank = 0;
+  SHOAL_RETURN_IF_ERROR(r.U32(&rank, "member index"));
+  SHOAL_RETURN_IF_ERROR(addresses(&a.tp_peers, "group members"));
+  if (a.tp_peers.size() == 1) return Errorf("a group of one member");
+  if (rank >= static_cast<uint32_t>(a.tp_size()))
+    return Errorf("member {} of a group of {}", rank, a.tp_size());
+  a.tp_rank = static_cast<int32_t>(rank);
   SHOAL_RETURN_IF_ERROR(GetManifest(r, &a.manifest));
   SHOAL_RETURN_IF_ERROR(r.ExpectEnd("assignment"));
   for (int i = 0; i < 9; ++i)

@@ -25,6 +25,7 @@ enum class ControlType : uint8_t {
   kFetch = 4,         // node -> coordinator: send me the header and/or these tensors
   kData = 5,          // coordinator -> node: bytes of the header or of one tensor
   kFetchDone = 6,     // coordinator -> node: the fetch is complete
+  kGroupJoin = 7,     // node -> node: this link joins the dialer's tensor-parallel group
 };
 
 // What a node is asked to serve. The model is named by file name only: the node resolves it
@@ -36,12 +37,29 @@ struct Assignment {
   int32_t n_blocks = 0;                     // KV pool (same block ids on every stage)
   int32_t swap_blocks = 0;
   planner::PlanConfig config;  // sizes the node checks against its memory limit
-  std::string next_host;       // downstream stage; empty on the last stage
-  uint16_t next_port = 0;
+  // The downstream stage's members ("host:port", member order; empty on the last stage): member
+  // 0 of this stage sends each micro-batch's hidden rows to every one of them.
+  std::vector<std::string> next_nodes;
+  // Tensor parallel (model/tensor_parallel.h): this node is member tp_rank of a stage split over
+  // tp_peers.size() nodes ("host:port" in member order; empty for a stage on one node).
+  int32_t tp_rank = 0;
+  std::vector<std::string> tp_peers;
+  int32_t tp_size() const { return tp_peers.empty() ? 1 : static_cast<int32_t>(tp_peers.size()); }
   ModelManifest manifest;  // tensor hashes the node checks (and fetches by) its file
 };
 
+// Members of a stage's group, and nodes of the next stage, one assignment may name (the largest
+// --parallel tp).
+inline constexpr uint32_t kMaxGroupNodes = 64;
+
+// A node's address to dial: HOST:PORT with a real port.
+Result<std::pair<std::string, uint16_t>> NodeAddress(const std::string& s);
+
 std::vector<uint8_t> EncodeJoin(const std::string& node_info_json);
+// The first frame a member sends on the link it dialed to a peer of its group: the plan epoch and
+// its member index (the peer hands the link to the group it builds for that epoch).
+std::vector<uint8_t> EncodeGroupJoin(uint32_t epoch, int32_t rank);
+Result<std::pair<uint32_t, int32_t>> DecodeGroupJoin(std::span<const uint8_t> payload);
 std::vector<uint8_t> EncodeAssign(const Assignment& a);
 std::vector<uint8_t> EncodeAssignResult(bool ok, const std::string& message);
 Result<ControlType> ControlTypeOf(std::span<const uint8_t> payload);

@@ -14,7 +14,10 @@
 namespace shoal::planner {
 
 struct Stage {
-  int32_t node = 0;  // index into the nodes given to MakePlan
+  int32_t node = 0;  // index into the nodes given to MakePlan (member 0 of a split stage)
+  // A stage split inside its layers (planner/parallel.h): its nodes in member order; empty or
+  // one entry for a stage on one node.
+  std::vector<int32_t> members;
   std::string node_name;
   int32_t first_layer = 0;  // [first_layer, last_layer)
   int32_t last_layer = 0;

@@ -1,0 +1,44 @@
+// The links of a node's tensor-parallel group: member r dials every lower member and announces
+// itself (kGroupJoin: epoch, rank); the links the higher members dial arrive through the node's
+// accept loop and are handed here. Build returns one link per member once all are up.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "net/auth.h"
+#include "net/conn.h"
+
+namespace shoal::cluster {
+
+class GroupLinks {
+ public:
+  // A link a peer dialed, announced for `epoch` as member `rank` (from the accept loop).
+  void Offer(uint32_t epoch, int32_t rank, std::shared_ptr<net::Conn> conn);
+
+  // links[k]: the authenticated link to member k of `peers` (null at `rank`), dialed to the
+  // lower members and awaited from the higher ones within timeout_ms. `cancelled` is polled while
+  // waiting (a newer assignment gives up this one). Links offered for older epochs are closed.
+  Result<std::vector<std::shared_ptr<net::Conn>>> Build(
+      uint32_t epoch, int32_t rank, const std::vector<std::string>& peers,
+      const net::ClusterKey& key, net::LinkCipher cipher, int64_t timeout_ms,
+      const std::function<bool()>& cancelled);
+
+  // Closes every link offered and not yet taken (the node stops, or a new plan).
+  void CloseAll();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<uint32_t, int32_t>, std::shared_ptr<net::Conn>> offered_;
+};
+
+}  // namespace shoal::cluster

@@ -1,0 +1,163 @@
+// Tensor-parallel layouts: parsing --parallel, grouping nodes, member slices and memory.
+#include "planner/parallel.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "base/even_split.h"
+
+namespace shoal::planner {
+
+namespace {
+
+// Largest values a layout may name: a group of 64 members gathers 64 slices per collective,
+// and a pipeline of 4096 stages is beyond any model's layer count.
+constexpr int kMaxTp = 64;
+constexpr int kMaxPp = 4096;
+
+// A group priced as one node: its members' memory and speeds added (they compute their slices
+// at once); latency and link as its first member's.
+measure::NodeInfo GroupNode(const std::vector<measure::NodeInfo>& nodes, size_t first, int t) {
+  measure::NodeInfo g = nodes[first];
+  uint64_t limit = nodes[first].mem_limit;
+  std::vector<std::string> names;
+  for (int k = 0; k < t; ++k) {
+    const measure::NodeInfo& n = nodes[first + static_cast<size_t>(k)];
+    limit = std::min(limit, n.mem_limit);
+    names.push_back(n.name);
+  }
+  g.name = fmt::format("{}", fmt::join(names, "+"));
+  g.mem_limit = limit * static_cast<uint64_t>(t);
+  const double s = t;
+  g.mem_bw *= s;
+  g.weight_bw *= s;
+  g.attn_flops *= s;
+  for (double& b : g.weight_bw_batch) b *= s;
+  for (auto& [type, table] : g.type_bw_batch)
+    for (double& b : table) b *= s;
+  for (auto& [type, f] : g.matmul_flops) f *= s;
+  return g;
+}
+
+}  // namespace
+
+Result<Parallel> ParseParallel(const std::string& s) {
+  Parallel p;
+  if (s.empty()) return p;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    const std::string item = s.substr(at, comma - at);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return Errorf("--parallel: '{}' is not key=value", item);
+    const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+    int v = 0;
+    try {
+      size_t used = 0;
+      v = std::stoi(val, &used);
+      if (used != val.size()) throw std::invalid_argument(val);
+    } catch (const std::exception&) {
+      return Errorf("--parallel: '{}' is not a number", val);
+    }
+    if (key == "tp") {
+      if (v < 1 || v > kMaxTp) return Errorf("--parallel: tp={} outside [1, {}]", v, kMaxTp);
+      p.tp = v;
+    } else if (key == "pp") {
+      if (v < 1 || v > kMaxPp) return Errorf("--parallel: pp={} outside [1, {}]", v, kMaxPp);
+      p.pp = v;
+    } else if (key == "ep") {
+      if (v < 1 || v > kMaxTp) return Errorf("--parallel: ep={} outside [1, {}]", v, kMaxTp);
+      p.ep = v;
+    } else {
+      return Errorf("--parallel: unknown key '{}' (tp, pp, ep)", key);
+    }
+    at = comma + 1;
+  }
+  if (p.ep != 0 && p.ep != p.tp)
+    return Errorf(
+        "--parallel: ep={} with tp={}: experts are split over the members of each group, so ep "
+        "equals tp",
+        p.ep, p.tp);
+  return p;
+}
+
+std::string FormatParallel(const Parallel& p) {
+  return p.pp > 0 ? fmt::format("tp={},pp={}", p.tp, p.pp) : fmt::format("tp={}", p.tp);
+}
+
+Result<Plan> MakeParallelPlan(const ModelProfile& profile,
+                              const std::vector<measure::NodeInfo>& nodes, const PlanConfig& config,
+                              const Parallel& par) {
+  const int n = static_cast<int>(nodes.size());
+  if (n == 0) return Errorf("plan: no nodes");
+  const int tp = std::min(par.tp, n);
+  if (tp <= 1) {
+    if (par.pp <= 0 || par.pp >= n) return MakePlan(profile, nodes, config);
+    return MakePlan(profile, {nodes.begin(), nodes.begin() + par.pp}, config);
+  }
+  const int groups = std::max(1, par.pp > 0 ? std::min(par.pp, n / tp) : n / tp);
+  std::vector<measure::NodeInfo> virt;
+  for (int g = 0; g < groups; ++g) virt.push_back(GroupNode(nodes, static_cast<size_t>(g * tp), tp));
+  SHOAL_ASSIGN_OR_RETURN(Plan plan, MakePlan(profile, virt, config));
+  const HParams& hp = profile.hp;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    Stage& st = plan.stages[s];
+    const int first = st.node * tp;  // MakePlan's node index is the group's
+    st.node = first;
+    st.members.clear();
+    for (int k = 0; k < tp; ++k) {
+      const int idx = first + k;
+      st.members.push_back(idx);
+      const StageMemory m = MemberMemory(st.mem, hp, tp, k);
+      const uint64_t limit = nodes[static_cast<size_t>(idx)].mem_limit;
+      if (m.total() > limit)
+        return Errorf("plan: member {} of stage {} ({}) needs {} for its slice of layers [{}, {}), "
+                      "over its {} limit",
+                      k, s, nodes[static_cast<size_t>(idx)].name, FormatMiB(m.total()),
+                      st.first_layer, st.last_layer, FormatMiB(limit));
+    }
+    st.mem_limit = nodes[static_cast<size_t>(first)].mem_limit;
+  }
+  return plan;
+}
+
+std::string MemberSlices(const HParams& hp, int t, int k) {
+  auto r = [](Slice s) { return fmt::format("[{}, {})", s.first, s.end()); };
+  std::string out = fmt::format("heads {} embd {}", r(SliceOf(hp.n_head, t, k)),
+                                r(SliceOf(hp.n_embd, t, k)));
+  if (hp.n_ff > 0) out += " ffn " + r(SliceOf(hp.n_ff, t, k));
+  if (hp.n_expert > 0) out += " experts " + r(SliceOf(hp.n_expert, t, k));
+  out += " vocab " + r(SliceOf(hp.n_vocab, t, k));
+  return out;
+}
+
+std::string FormatGroups(const Plan& plan, const HParams& hp) {
+  std::string out;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const Stage& st = plan.stages[s];
+    const int t = static_cast<int>(st.members.size());
+    if (t <= 1) continue;
+    out += fmt::format("stage {}: layers [{}, {}) split over {} members (exact)\n", s,
+                       st.first_layer, st.last_layer, t);
+    for (int k = 0; k < t; ++k)
+      out += fmt::format("  member {} node #{}: {}\n", k, st.members[static_cast<size_t>(k)],
+                         MemberSlices(hp, t, k));
+  }
+  return out;
+}
+
+StageMemory MemberMemory(const StageMemory& whole, const HParams& hp, int t, int k) {
+  StageMemory m = whole;
+  if (t <= 1) return m;
+  const int64_t group = std::max<int64_t>(1, hp.n_head / std::max<int64_t>(1, hp.n_head_kv));
+  const Slice q = SliceOf(hp.n_head, t, k);
+  const int64_t kv_heads = q.count == 0 ? 0 : (q.end() - 1) / group - q.first / group + 1;
+  const double kv_share =
+      hp.n_head_kv > 0 ? static_cast<double>(kv_heads) / static_cast<double>(hp.n_head_kv) : 1.0;
+  m.weights = (whole.weights + static_cast<uint64_t>(t) - 1) / static_cast<uint64_t>(t);
+  m.kv = static_cast<uint64_t>(static_cast<double>(whole.kv) * kv_share);
+  return m;
+}
+
+}  // namespace shoal::planner

@@ -1,0 +1,48 @@
+// Layouts with tensor-parallel groups: `--parallel tp=T,pp=P[,ep=E]` forces one; the pipeline
+// stages are then groups of T consecutive nodes, each member holding a slice of every layer of its
+// stage (model/tensor_parallel.h: heads, FFN columns, experts, the head's vocabulary).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "measure/node_info.h"
+#include "model/hparams.h"
+#include "planner/plan.h"
+
+namespace shoal::planner {
+
+struct Parallel {
+  int tp = 1;  // members per stage
+  int pp = 0;  // stages; 0: as many groups of tp as the nodes make
+  // Experts split over the members of each group (expert parallel): 0 (= tp) or tp; the MoE
+  // layers of a split stage always place whole experts on members.
+  int ep = 0;
+};
+
+// "tp=2,pp=2", "tp=4", "pp=3", "tp=2,pp=1,ep=2"; an empty string is the default {1, 0}.
+Result<Parallel> ParseParallel(const std::string& s);
+std::string FormatParallel(const Parallel& p);
+
+// Forms the groups (nodes in their order, tp consecutive nodes a stage) and plans the layers over
+// them as a pipeline, each group priced as one node with its members' memory and speed summed.
+// With fewer nodes than tp * pp (after a failure) it keeps tp when it can and uses fewer stages,
+// then shrinks tp to the nodes left; nodes past the groups stay unused. Every stage's `members`
+// lists its nodes (member 0 = `node`).
+Result<Plan> MakeParallelPlan(const ModelProfile& profile,
+                              const std::vector<measure::NodeInfo>& nodes, const PlanConfig& config,
+                              const Parallel& par);
+
+// Member k's slices of a stage split over t members, for --dry-run and /v1/cluster:
+// "heads [0, 16) ffn [0, 2816) embd [0, 1024) experts [0, 4) vocab [0, 16000)".
+std::string MemberSlices(const HParams& hp, int t, int k);
+// The plan's groups: one line per member with its node and slices (empty without tp groups).
+std::string FormatGroups(const Plan& plan, const HParams& hp);
+
+// What one member of a t-way split holds of a stage of `whole` memory: weights, KV and buffers
+// divided by the share it holds (its KV heads of n_head_kv, 1/t of the rest), the overhead whole.
+StageMemory MemberMemory(const StageMemory& whole, const HParams& hp, int t, int k);
+
+}  // namespace shoal::planner
