@@ -27,9 +27,8 @@ void GroupLinks::CloseAll() {
 }
 
 Result<std::vector<std::shared_ptr<net::Conn>>> GroupLinks::Build(
-    uint32_t epoch, int32_t rank, const std::vector<std::string>& peers,
-    const net::ClusterKey& key, net::LinkCipher cipher, int64_t timeout_ms,
-    const std::function<bool()>& cancelled) {
+    uint32_t epoch, int32_t rank, const std::vector<std::string>& peers, const net::ClusterKey& key,
+    net::LinkCipher cipher, int64_t timeout_ms, const std::function<bool()>& cancelled) {
   const auto m = static_cast<int32_t>(peers.size());
   if (rank < 0 || rank >= m) return Errorf("member {} of a group of {}", rank, m);
   std::vector<std::shared_ptr<net::Conn>> links(peers.size());

@@ -27,10 +27,11 @@ class GroupLinks {
   // links[k]: the authenticated link to member k of `peers` (null at `rank`), dialed to the
   // lower members and awaited from the higher ones within timeout_ms. `cancelled` is polled while
   // waiting (a newer assignment gives up this one). Links offered for older epochs are closed.
-  Result<std::vector<std::shared_ptr<net::Conn>>> Build(
-      uint32_t epoch, int32_t rank, const std::vector<std::string>& peers,
-      const net::ClusterKey& key, net::LinkCipher cipher, int64_t timeout_ms,
-      const std::function<bool()>& cancelled);
+  Result<std::vector<std::shared_ptr<net::Conn>>> Build(uint32_t epoch, int32_t rank,
+                                                        const std::vector<std::string>& peers,
+                                                        const net::ClusterKey& key,
+                                                        net::LinkCipher cipher, int64_t timeout_ms,
+                                                        const std::function<bool()>& cancelled);
 
   // Closes every link offered and not yet taken (the node stops, or a new plan).
   void CloseAll();

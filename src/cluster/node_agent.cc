@@ -454,8 +454,8 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
 }
 
 Result<std::shared_ptr<net::Conn>> NodeAgent::Impl::DialDownstream(const Assignment& a,
-                                                                  const std::string& addr,
-                                                                  uint64_t ticket) {
+                                                                   const std::string& addr,
+                                                                   uint64_t ticket) {
   SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(addr));
   SHOAL_ASSIGN_OR_RETURN(auto c, net::Conn::Connect(hp.first, hp.second, kConnectTimeoutMs));
   std::shared_ptr<net::Conn> down(std::move(c));
@@ -484,9 +484,9 @@ Result<std::shared_ptr<net::Conn>> NodeAgent::Impl::DialDownstream(const Assignm
 Status NodeAgent::Impl::JoinGroup(const Assignment& a, uint64_t ticket) {
   if (a.tp_size() <= 1) return Status::Ok();
   SHOAL_ASSIGN_OR_RETURN(
-      auto links, group_links.Build(a.epoch, a.tp_rank, a.tp_peers, key, opts.link_cipher,
-                                    kConnectTimeoutMs,
-                                    [this, ticket] { return assign_ticket.load() != ticket; }));
+      auto links,
+      group_links.Build(a.epoch, a.tp_rank, a.tp_peers, key, opts.link_cipher, kConnectTimeoutMs,
+                        [this, ticket] { return assign_ticket.load() != ticket; }));
   std::lock_guard<std::mutex> lk(mu);
   group_conns = links;
   group = std::make_unique<collective::Group>(a.tp_rank, std::move(links));
@@ -519,8 +519,9 @@ Status NodeAgent::Impl::StartStage(const Assignment& a, const std::shared_ptr<ne
   work.clear();
   compute = std::thread([this] { ComputeLoop(); });
   if (a.tp_size() > 1) {
-    Log(LogLevel::kInfo, "serving layers [{}, {}) of {} as member {} of {} ({} KV blocks, epoch {})",
-        a.first_layer, a.last_layer, a.model_file, a.tp_rank, a.tp_size(), a.n_blocks, a.epoch);
+    Log(LogLevel::kInfo,
+        "serving layers [{}, {}) of {} as member {} of {} ({} KV blocks, epoch {})", a.first_layer,
+        a.last_layer, a.model_file, a.tp_rank, a.tp_size(), a.n_blocks, a.epoch);
   } else {
     Log(LogLevel::kInfo, "serving layers [{}, {}) of {} ({} KV blocks, epoch {})", a.first_layer,
         a.last_layer, a.model_file, a.n_blocks, a.epoch);

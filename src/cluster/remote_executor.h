@@ -84,11 +84,11 @@ Status AssignLayers(Cluster& cluster, const ClusterOptions& opts,
                     std::vector<std::string>* lost = nullptr);
 
 // Streams a step through the stages: its batch is cut into micro-batches of whole chunks (by
-// default one per stage), all sent to stage 0 at once (to every member of a split stage 0), so that stage s works on micro-batch i
-// while stage s+1 works on i-1; the last stage returns logits. The step's copies ride on the
-// first micro-batch. Submit/Collect keep several steps in flight (the engine's pipeline
-// groups): each stage works in arrival order, so results return first in, first out. A lost
-// node fails Submit or Collect with an error (FailoverExecutor turns that into KvLost).
+// default one per stage), all sent to stage 0 at once (to every member of a split stage 0), so that
+// stage s works on micro-batch i while stage s+1 works on i-1; the last stage returns logits. The
+// step's copies ride on the first micro-batch. Submit/Collect keep several steps in flight (the
+// engine's pipeline groups): each stage works in arrival order, so results return first in, first
+// out. A lost node fails Submit or Collect with an error (FailoverExecutor turns that into KvLost).
 class RemoteExecutor final : public Executor {
  public:
   // Watches every link from here on (link_watch.h; cluster.watch when AssignLayers started

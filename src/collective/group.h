@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,7 @@ class Group {
   Status Exchange(const std::vector<std::span<const float>>& to,
                   const std::vector<std::span<float>>& from);
   Status Fail(Status s);
+  Result<std::optional<net::Frame>> Receive(net::Conn& link);
 
   int rank_;
   std::vector<std::shared_ptr<net::Conn>> links_;

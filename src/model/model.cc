@@ -77,7 +77,7 @@ Status Model::Forward(const Batch& b, const float* hidden_in, KvStore& kv, Threa
                       ForwardOutput* out) {
   const int64_t n = b.n_rows();
   if (n == 0) return Status::Ok();
-  if (split() && !comm_) return Errorf("a tensor-parallel member runs without its group");
+  if (split() && !comm_.inner()) return Errorf("a tensor-parallel member runs without its group");
   SHOAL_RETURN_IF_ERROR(BindChunks(b, kv));
   SHOAL_RETURN_IF_ERROR(ReadInput(b, hidden_in));
   step_status_ = Status::Ok();
@@ -197,7 +197,7 @@ void Model::Gather(ColumnGather& g, const float* mine, int64_t n, float* out) {
   int64_t total = 0;
   for (int64_t c : g.cols()) total += c;
   if (step_status_.ok()) {
-    Status s = g.Run(*comm_, mine, n, out);
+    Status s = g.Run(comm_, mine, n, out);
     if (s.ok()) return;
     FailStep(std::move(s));
   }

@@ -70,7 +70,9 @@ class Model {
   const TpShard& tp() const { return tp_; }
   // The group's all-gather (not owned; must outlive the Forward calls). Required when
   // tp().size > 1; every member must run the same batches in the same order.
-  void SetTpComm(TpComm* comm) { comm_ = comm; }
+  void SetTpComm(TpComm* comm) { comm_.Set(comm); }
+  // The collectives' cost so far (a tensor-parallel member; zeros otherwise).
+  const TpStats& tp_stats() const { return comm_.stats(); }
 
   // Runs layers [first, last) over the batch. The first stage embeds batch.tokens; later
   // stages read hidden_in [HiddenPlanes(first)][n_rows][n_embd]. Before the call, every
@@ -108,7 +110,7 @@ class Model {
   // [n, cols[rank]] block into out [n, sum(cols)]. A failed gather fills out with zeros and
   // fails the Forward call after the layer (RunLayer has no status of its own).
   bool split() const { return tp_.size > 1; }
-  TpComm* comm() const { return comm_; }
+  TpComm* comm() { return &comm_; }
   void Gather(ColumnGather& g, const float* mine, int64_t n, float* out);
   // Records the first failure of a collective in this step.
   void FailStep(Status s);
@@ -148,7 +150,7 @@ class Model {
   std::vector<float*> states_;    // [chunk] recurrent state, or null
   std::vector<float> head_rows_;  // [out_rows, n_embd] normed rows the head reads
   kernels::MatMulScratch head_mm_;
-  TpComm* comm_ = nullptr;
+  MeteredComm comm_;
   Status step_status_;             // the first failed collective of this Forward call
   ColumnGather head_gather_;       // the head's vocabulary slices
   std::vector<float> head_local_;  // [out_rows, this member's vocabulary slice]

@@ -2,6 +2,7 @@
 #include "model/tensor_parallel.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace shoal {
 
@@ -10,6 +11,20 @@ kernels::MatrixView RowSlice(const kernels::MatrixView& m, Slice s) {
   v.rows = s.count;
   v.data = m.data + static_cast<uint64_t>(s.first) * m.row_bytes;
   return v;
+}
+
+Status MeteredComm::AllGather(std::span<const float> mine, std::span<const int64_t> counts,
+                              std::vector<float>* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = inner_->AllGather(mine, counts, out);
+  stats_.ns +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  ++stats_.calls;
+  int64_t in = 0;
+  for (int64_t c : counts) in += c;
+  stats_.bytes_in += (in - static_cast<int64_t>(mine.size())) * static_cast<int64_t>(sizeof(float));
+  return s;
 }
 
 std::vector<int64_t> SliceWidths(int64_t n, int size, int64_t unit) {

@@ -31,6 +31,29 @@ class TpComm {
                            std::vector<float>* out) = 0;
 };
 
+// What a member's collectives cost so far: calls, wall time inside them (the wait for the
+// slowest member included), and bytes received from the other members.
+struct TpStats {
+  int64_t calls = 0;
+  int64_t ns = 0;
+  int64_t bytes_in = 0;
+};
+
+// A communicator that counts what passes through it (cluster view: collective time and bytes
+// per token).
+class MeteredComm final : public TpComm {
+ public:
+  void Set(TpComm* inner) { inner_ = inner; }
+  TpComm* inner() const { return inner_; }
+  const TpStats& stats() const { return stats_; }
+  Status AllGather(std::span<const float> mine, std::span<const int64_t> counts,
+                   std::vector<float>* out) override;
+
+ private:
+  TpComm* inner_ = nullptr;
+  TpStats stats_;
+};
+
 // Rows [s.first, s.end()) of a row-major matrix (no copy; an empty slice has rows == 0).
 kernels::MatrixView RowSlice(const kernels::MatrixView& m, Slice s);
 

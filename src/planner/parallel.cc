@@ -98,7 +98,8 @@ Result<Plan> MakeParallelPlan(const ModelProfile& profile,
   }
   const int groups = std::max(1, par.pp > 0 ? std::min(par.pp, n / tp) : n / tp);
   std::vector<measure::NodeInfo> virt;
-  for (int g = 0; g < groups; ++g) virt.push_back(GroupNode(nodes, static_cast<size_t>(g * tp), tp));
+  for (int g = 0; g < groups; ++g)
+    virt.push_back(GroupNode(nodes, static_cast<size_t>(g * tp), tp));
   SHOAL_ASSIGN_OR_RETURN(Plan plan, MakePlan(profile, virt, config));
   const HParams& hp = profile.hp;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
@@ -112,10 +113,11 @@ Result<Plan> MakeParallelPlan(const ModelProfile& profile,
       const StageMemory m = MemberMemory(st.mem, hp, tp, k);
       const uint64_t limit = nodes[static_cast<size_t>(idx)].mem_limit;
       if (m.total() > limit)
-        return Errorf("plan: member {} of stage {} ({}) needs {} for its slice of layers [{}, {}), "
-                      "over its {} limit",
-                      k, s, nodes[static_cast<size_t>(idx)].name, FormatMiB(m.total()),
-                      st.first_layer, st.last_layer, FormatMiB(limit));
+        return Errorf(
+            "plan: member {} of stage {} ({}) needs {} for its slice of layers [{}, {}), "
+            "over its {} limit",
+            k, s, nodes[static_cast<size_t>(idx)].name, FormatMiB(m.total()), st.first_layer,
+            st.last_layer, FormatMiB(limit));
     }
     st.mem_limit = nodes[static_cast<size_t>(first)].mem_limit;
   }
@@ -124,8 +126,8 @@ Result<Plan> MakeParallelPlan(const ModelProfile& profile,
 
 std::string MemberSlices(const HParams& hp, int t, int k) {
   auto r = [](Slice s) { return fmt::format("[{}, {})", s.first, s.end()); };
-  std::string out = fmt::format("heads {} embd {}", r(SliceOf(hp.n_head, t, k)),
-                                r(SliceOf(hp.n_embd, t, k)));
+  std::string out =
+      fmt::format("heads {} embd {}", r(SliceOf(hp.n_head, t, k)), r(SliceOf(hp.n_embd, t, k)));
   if (hp.n_ff > 0) out += " ffn " + r(SliceOf(hp.n_ff, t, k));
   if (hp.n_expert > 0) out += " experts " + r(SliceOf(hp.n_expert, t, k));
   out += " vocab " + r(SliceOf(hp.n_vocab, t, k));
