@@ -136,8 +136,7 @@ int Serve(const ServeArgs& a) {
   if (a.dry_run) {  // plans the cluster over the nodes and prints the plan
     auto plan = server::PlanPipeline(mo);
     if (!plan.ok()) return Fail(plan.status());
-    std::fprintf(stderr, "%s%s", planner::FormatPlan(plan->plan).c_str(),
-                 planner::FormatGroups(plan->plan, plan->hp).c_str());
+    std::fprintf(stderr, "%s", planner::FormatPlan(*plan).c_str());
     return 0;
   }
   // 64 descriptors beside the connections: the model file, logs, node links and the listener.

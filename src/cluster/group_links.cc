@@ -12,6 +12,21 @@ namespace {
 constexpr int64_t kPollMs = 100;
 }  // namespace
 
+Result<std::shared_ptr<net::Conn>> DialNode(
+    const std::string& addr, const net::ClusterKey& key, net::LinkCipher cipher, int64_t timeout_ms,
+    const std::function<Status(const std::shared_ptr<net::Conn>&)>& connected) {
+  SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(addr));
+  SHOAL_ASSIGN_OR_RETURN(auto c, net::Conn::Connect(hp.first, hp.second, timeout_ms));
+  std::shared_ptr<net::Conn> conn(std::move(c));
+  if (connected) SHOAL_RETURN_IF_ERROR(connected(conn));
+  net::AuthOptions auth;
+  auth.cipher = cipher;
+  SHOAL_RETURN_IF_ERROR(net::AuthenticateDialer(*conn, key, auth).Annotate(addr));
+  auto greet = conn->Recv(timeout_ms);
+  if (!greet.ok() || !*greet) return Errorf("{} did not greet", addr);
+  return conn;
+}
+
 void GroupLinks::Offer(uint32_t epoch, int32_t rank, std::shared_ptr<net::Conn> conn) {
   std::lock_guard<std::mutex> lk(mu_);
   auto& slot = offered_[{epoch, rank}];
@@ -43,17 +58,10 @@ Result<std::vector<std::shared_ptr<net::Conn>>> GroupLinks::Build(
       it = offered_.erase(it);
     }
   }
-  net::AuthOptions auth;
-  auth.cipher = cipher;
   for (int32_t j = 0; j < rank; ++j) {
-    const std::string& addr = peers[static_cast<size_t>(j)];
-    SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(addr));
-    auto c = net::ConnectAuthenticated(hp.first, hp.second, key, timeout_ms, {}, auth);
-    if (!c.ok()) return c.status().Annotate("group member " + std::to_string(j) + " " + addr);
-    std::shared_ptr<net::Conn> conn(std::move(*c));
-    // Every node greets a link with its node info: read and drop it.
-    auto greet = conn->Recv(timeout_ms);
-    if (!greet.ok() || !*greet) return Errorf("group member {} ({}) did not greet", j, addr);
+    auto c = DialNode(peers[static_cast<size_t>(j)], key, cipher, timeout_ms);
+    if (!c.ok()) return c.status().Annotate("group member " + std::to_string(j));
+    std::shared_ptr<net::Conn> conn = std::move(*c);
     net::Frame join;
     join.type = net::MsgType::kControl;
     join.payload = EncodeGroupJoin(epoch, rank);

@@ -1,6 +1,7 @@
-// The links of a node's tensor-parallel group: member r dials every lower member and announces
-// itself (kGroupJoin: epoch, rank); the links the higher members dial arrive through the node's
-// accept loop and are handed here. Build returns one link per member once all are up.
+// Links a node dials to other nodes: its downstream stage's members (DialNode) and its
+// tensor-parallel group (GroupLinks): member r dials every lower member and announces itself
+// (kGroupJoin: epoch, rank); the links the higher members dial arrive through the node's accept
+// loop and are handed here. Build returns one link per member once all are up.
 #pragma once
 
 #include <condition_variable>
@@ -18,6 +19,13 @@
 #include "net/conn.h"
 
 namespace shoal::cluster {
+
+// Connects to a node, authenticates and reads the greeting every node sends (its node info).
+// `connected` runs after the connect (a cancellable dial registers the link there, to shut it
+// down); its error ends the dial.
+Result<std::shared_ptr<net::Conn>> DialNode(
+    const std::string& addr, const net::ClusterKey& key, net::LinkCipher cipher, int64_t timeout_ms,
+    const std::function<Status(const std::shared_ptr<net::Conn>&)>& connected = {});
 
 class GroupLinks {
  public:

@@ -456,27 +456,18 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
 Result<std::shared_ptr<net::Conn>> NodeAgent::Impl::DialDownstream(const Assignment& a,
                                                                    const std::string& addr,
                                                                    uint64_t ticket) {
-  SHOAL_ASSIGN_OR_RETURN(auto hp, NodeAddress(addr));
-  SHOAL_ASSIGN_OR_RETURN(auto c, net::Conn::Connect(hp.first, hp.second, kConnectTimeoutMs));
-  std::shared_ptr<net::Conn> down(std::move(c));
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    dialing = down;  // CancelDial shuts it down from here on
-  }
-  Status s = CheckTicket(a, ticket);  // a newer assignment came before it could see `dialing`
-  net::AuthOptions auth;
-  auth.cipher = opts.link_cipher;
-  if (s.ok()) s = net::AuthenticateDialer(*down, key, auth);
-  // The downstream node greets every link with its node info; read and drop it.
-  if (s.ok()) {
-    auto j = down->Recv(kConnectTimeoutMs);
-    if (!j.ok() || !*j) s = Errorf("downstream {} did not greet", addr);
-  }
+  auto down = DialNode(addr, key, opts.link_cipher, kConnectTimeoutMs,
+                       [&](const std::shared_ptr<net::Conn>& c) {
+                         std::lock_guard<std::mutex> lk(mu);
+                         dialing = c;  // CancelDial shuts it down from here on
+                         // A newer assignment may have come before it could see `dialing`.
+                         return CheckTicket(a, ticket);
+                       });
   {
     std::lock_guard<std::mutex> lk(mu);
     dialing.reset();
   }
-  SHOAL_RETURN_IF_ERROR(s);
+  if (!down.ok()) return down.status().Annotate("downstream");
   SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
   return down;
 }

@@ -110,6 +110,8 @@ Result<Plan> MakeParallelPlan(const ModelProfile& profile,
     for (int k = 0; k < tp; ++k) {
       const int idx = first + k;
       st.members.push_back(idx);
+      st.member_names.push_back(nodes[static_cast<size_t>(idx)].name);
+      st.member_slices.push_back(MemberSlices(hp, tp, k));
       const StageMemory m = MemberMemory(st.mem, hp, tp, k);
       const uint64_t limit = nodes[static_cast<size_t>(idx)].mem_limit;
       if (m.total() > limit)
@@ -134,7 +136,7 @@ std::string MemberSlices(const HParams& hp, int t, int k) {
   return out;
 }
 
-std::string FormatGroups(const Plan& plan, const HParams& hp) {
+std::string FormatGroups(const Plan& plan) {
   std::string out;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const Stage& st = plan.stages[s];
@@ -143,8 +145,8 @@ std::string FormatGroups(const Plan& plan, const HParams& hp) {
     out += fmt::format("stage {}: layers [{}, {}) split over {} members (exact)\n", s,
                        st.first_layer, st.last_layer, t);
     for (int k = 0; k < t; ++k)
-      out += fmt::format("  member {} node #{}: {}\n", k, st.members[static_cast<size_t>(k)],
-                         MemberSlices(hp, t, k));
+      out += fmt::format("  member {} {}: {}\n", k, st.member_names[static_cast<size_t>(k)],
+                         st.member_slices[static_cast<size_t>(k)]);
   }
   return out;
 }

@@ -38,8 +38,9 @@ Result<Plan> MakeParallelPlan(const ModelProfile& profile,
 // Member k's slices of a stage split over t members, for --dry-run and /v1/cluster:
 // "heads [0, 16) ffn [0, 2816) embd [0, 1024) experts [0, 4) vocab [0, 16000)".
 std::string MemberSlices(const HParams& hp, int t, int k);
-// The plan's groups: one line per member with its node and slices (empty without tp groups).
-std::string FormatGroups(const Plan& plan, const HParams& hp);
+// The plan's groups: one line per member with its node and slices (empty without tp groups);
+// FormatPlan ends with it.
+std::string FormatGroups(const Plan& plan);
 
 // What one member of a t-way split holds of a stage of `whole` memory: weights, KV and buffers
 // divided by the share it holds (its KV heads of n_head_kv, 1/t of the rest), the overhead whole.

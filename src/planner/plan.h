@@ -18,6 +18,9 @@ struct Stage {
   // A stage split inside its layers (planner/parallel.h): its nodes in member order; empty or
   // one entry for a stage on one node.
   std::vector<int32_t> members;
+  std::vector<std::string> member_names;   // [member] node names
+  std::vector<std::string> member_slices;  // [member] planner::MemberSlices
+
   std::string node_name;
   int32_t first_layer = 0;  // [first_layer, last_layer)
   int32_t last_layer = 0;

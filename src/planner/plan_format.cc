@@ -1,6 +1,7 @@
 // FormatPlan: the placement as a table (`shoal serve --dry-run`).
 #include <fmt/format.h>
 
+#include "planner/parallel.h"
 #include "planner/plan.h"
 
 namespace shoal::planner {
@@ -39,7 +40,7 @@ std::string FormatPlan(const Plan& plan) {
   out += fmt::format("decode, pipeline full: <= {:.1f} tokens/s (bound: stage {}, node {})\n",
                      plan.throughput_tokens_per_s, plan.bottleneck_stage,
                      plan.stages.empty() ? "" : plan.stages[plan.bottleneck_stage].node_name);
-  return out;
+  return out + FormatGroups(plan);
 }
 
 }  // namespace shoal::planner

@@ -34,7 +34,7 @@ std::string ServedModelName(const std::string& served_name, const std::string& m
   return slash == std::string::npos ? model_path : model_path.substr(slash + 1);
 }
 
-Result<PlannedPipeline> PlanPipeline(const ServeModelOptions& o) {
+Result<planner::Plan> PlanPipeline(const ServeModelOptions& o) {
   if (!o.pipeline) return Errorf("--dry-run plans a cluster: give --nodes or --cluster");
   SHOAL_ASSIGN_OR_RETURN(Bundle b, LoadBundle(o.model_path, false));
   SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(*b.file));
@@ -44,7 +44,7 @@ Result<PlannedPipeline> PlanPipeline(const ServeModelOptions& o) {
   cluster::SetPlanSizes(cfg, &co.plan);
   SHOAL_ASSIGN_OR_RETURN(cluster::Cluster cl,
                          cluster::ConnectAndPlan(co, *b.file, o.pipeline->key));
-  return PlannedPipeline{std::move(cl.plan), prof.hp};
+  return cl.plan;
 }
 
 Result<ServedModel> BuildServedModel(ServeModelOptions o) {

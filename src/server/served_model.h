@@ -52,13 +52,8 @@ struct ServeModelOptions {
 
 // Loads the model (or only its file and tokenizer, for a pipeline) and builds the engine.
 Result<ServedModel> BuildServedModel(ServeModelOptions opts);
-// `serve --dry-run`: the plan the pipeline would start with (an error without one), with the
-// model's shape (to name the slices of split stages).
-struct PlannedPipeline {
-  planner::Plan plan;
-  HParams hp;
-};
-Result<PlannedPipeline> PlanPipeline(const ServeModelOptions& opts);
+// `serve --dry-run`: the plan the pipeline would start with (an error without one).
+Result<planner::Plan> PlanPipeline(const ServeModelOptions& opts);
 // The name clients ask for: --served-model-name, else the model's file name.
 std::string ServedModelName(const std::string& served_name, const std::string& model_path);
 
