@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Chaos suite (docs/CLUSTER.md, "Failover"): a local cluster of 4 `shoal node` stages and
+# Chaos suite (docs/CLUSTER.md, "Failover"): a local cluster of 4 `shoal node` stages (or, with
+# CHAOS_PARALLEL=tp=2,pp=2, 2 stages of 2 tensor-parallel members each) and
 # a standby behind `shoal serve`, streaming greedy and seeded-sampling requests while nodes are
 # killed (-9, one or two at once, the standby), stopped (SIGSTOP 3 s: the grace period; 5 s:
 # past --dead-ms), restarted with the same identity during recovery, drained (`shoal node
@@ -92,6 +93,12 @@ if [ $NETNS = 1 ]; then
   WEIGHTED="$WEIGHTED partition5 partition5 loss5 loss5"
 fi
 KINDS=${CHAOS_KINDS:-$ALL_KINDS}  # e.g. CHAOS_KINDS="kill1 stop3"
+# CHAOS_PARALLEL (e.g. tp=2,pp=2) serves a forced layout of tensor-parallel groups: a fifth node
+# then has no place in it (groups of 2 x 2 stages), so a node that joins holds no layers.
+if [ -n "${CHAOS_PARALLEL:-}" ] && [ "${KINDS#*join_rebalance}" != "$KINDS" ]; then
+  echo "left out join_rebalance: --parallel $CHAOS_PARALLEL has no place for a joining node"
+  KINDS=$(echo " $KINDS " | sed 's/ join_rebalance / /; s/^ //; s/ $//')
+fi
 if [ $NETNS = 0 ]; then
   k=""
   for x in $KINDS; do case " $NET_KINDS " in *" $x "*) echo "left out $x: $NET_WHY" ;; *) k="$k $x" ;; esac; done
@@ -135,7 +142,8 @@ alive() { kill -0 "$(cat "$TMP/$1.pid")" 2>/dev/null; }
 
 "${HX[@]}" "$SHOAL" serve -m "$TMP/models/m.gguf" --port 0 --max-num-seqs 8 --max-model-len 512 -t 1 \
   --cluster-key-file "$TMP/key" --admin-key-file "$TMP/admin.key" --nodes "$(addr n1),$(addr n2),$(addr n3),$(addr n4)" \
-  --standby "$(addr n5)" --link-dtype f32 --suspect-ms 500 --dead-ms $DEAD_MS > "$TMP/serve.log" 2>&1 &
+  --standby "$(addr n5)" --link-dtype f32 --suspect-ms 500 --dead-ms $DEAD_MS \
+  ${CHAOS_PARALLEL:+--parallel "$CHAOS_PARALLEL"} > "$TMP/serve.log" 2>&1 &
 SPID=$!; PIDS+=($SPID); PORT=""
 for _ in $(seq 1 300); do
   PORT=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$TMP/serve.log" | grep -o '[0-9]*$') || true
@@ -356,7 +364,7 @@ else
 fi
 n=$i
 echo "metrics:"; "${HX[@]}" curl -s "127.0.0.1:$PORT/metrics" | grep -E '^shoal_(cluster_epoch|failovers_total|replayed_tokens_total|recovery_seconds_max|cluster_available) ' || true
-"${HX[@]}" "$SHOAL" status --url "http://127.0.0.1:$PORT" --admin-key-file "$TMP/admin.key" | tail -8 || true
+"${HX[@]}" "$SHOAL" status --url "http://127.0.0.1:$PORT" | tail -8 || true
 python3 - "$TMP/recoveries" "$n" "$fails" "$TMP/netfaults" <<'PY'
 import sys, statistics
 def rows_of(path):

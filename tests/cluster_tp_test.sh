@@ -55,12 +55,18 @@ for name in s moe; do
     list=$(nodes $((tp * pp)) "$name-${par//[=,]/}-")
     if serve "$name-$par.log" --nodes "$list" --parallel "$par"; then
       ask "$TMP/$name-got-$par"
+      sleep 0.3  # a heartbeat answer after the last step carries the members' load
+      curl -s "127.0.0.1:$PORT/v1/cluster" > "$TMP/$name-cluster-$par.json"
+      "$SHOAL" status --url "http://127.0.0.1:$PORT" > "$TMP/$name-status-$par" 2>&1
       kill -TERM $SPID; wait $SPID
     else
       echo "cluster $par did not start:"; tail -5 "$TMP/$name-$par.log"
     fi
     check "$name, $par: same tokens as one process (greedy and seeded)" 'cmp -s "$TMP/$name-want" "$TMP/$name-got-$par"'
     check "$name, $par: $pp stage(s) of $tp members each" '[ $(grep -c "split over $tp members (exact)" "$TMP/$name-$par.log") -eq $pp ]'
+    check "$name, $par: /v1/cluster shows every member with its slices and collectives" \
+      "python3 -c \"import json,sys; j=json.load(open('\$TMP/$name-cluster-$par.json')); m=[x for s in j['stages'] for x in s['members']]; assert len(m) == $tp * $pp and all(x['slices'].startswith('heads') and x['collective_calls_total'] > 0 and x['collective_bytes_per_token'] > 0 for x in m), m\""
+    check "$name, $par: shoal status lists the members" '[ $(grep -c "^  member" "$TMP/$name-status-$par") -eq $((tp * pp)) ]'
   done
 done
 

@@ -1,5 +1,6 @@
 // `shoal status --url URL`: a server's pipeline (stages, layers, memory) and load, from
 // GET /v1/cluster, printed as a table (or the JSON with --json).
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,20 @@
 
 namespace shoal::cli {
 namespace {
+
+// A split stage's members: slices, memory and their collectives' cost per token.
+void PrintMembers(const nlohmann::json& members) {
+  for (const auto& m : members) {
+    const double tokens = std::max(1.0, m.value("tokens_total", 0.0));
+    std::printf(
+        "  member %lld %-16s %-22s RSS %.1f MiB; busy %.3f s, collectives %.3f ms and "
+        "%.0f bytes per token\n    %s\n",
+        static_cast<long long>(m.value("member", 0)), m.value("node", "?").c_str(),
+        m.value("address", "?").c_str(), m.value("mem_rss_bytes", 0.0) / 1048576.0,
+        m.value("busy_seconds_total", 0.0), m.value("collective_ms_per_token", 0.0),
+        m.value("collective_bytes_in_total", 0.0) / tokens, m.value("slices", "").c_str());
+  }
+}
 
 struct StatusArgs {
   std::string url = "http://127.0.0.1:8080", api_key;
@@ -56,6 +71,7 @@ int RunStatus(const StatusArgs& a) {
                   s.value("mem_peak_rss_bytes", 0.0) / 1048576.0,
                   s.value("mem_limit_bytes", 0.0) / 1048576.0,
                   100.0 * s.value("busy_fraction", 0.0), s.value("tokens_per_s", 0.0));
+      if (s.contains("members") && s["members"].is_array()) PrintMembers(s["members"]);
     }
     std::printf("(RSS and peak: measured by each node, from its last heartbeat answer)\n");
     if (j.contains("load_window_s"))

@@ -1,6 +1,8 @@
 // FailoverExecutor: detect (link_watch.h), re-plan over the live nodes, reassign, replay.
 #include "cluster/failover_executor.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -115,9 +117,13 @@ void FailoverExecutor::Install(Cluster cl) {
   if (micro_batches_)
     exec->SetMicroBatches(micro_batches_(static_cast<int32_t>(plan.stages.size())));
   std::vector<std::string> names, addrs;
+  std::vector<std::vector<std::string>> members;
   for (const planner::Stage& st : plan.stages) {
     names.push_back(st.node_name);
     addrs.push_back(exec->cluster().infos[static_cast<size_t>(st.node)].address);
+    members.emplace_back();
+    for (int32_t n : StageNodes(st))
+      members.back().push_back(exec->cluster().infos[static_cast<size_t>(n)].address);
   }
   n_layer_ = plan.n_layer;
   std::lock_guard<std::mutex> lk(mu_);
@@ -125,6 +131,7 @@ void FailoverExecutor::Install(Cluster cl) {
   stats_.epoch = exec->cluster().epoch;
   stats_.plan = plan;
   stats_.stage_addresses = std::move(addrs);
+  stats_.member_addresses = std::move(members);
   stage_stats_ = exec->stage_stats();
   stage_names_ = std::move(names);
   inner_ = std::move(exec);
@@ -474,10 +481,21 @@ FailoverStats FailoverExecutor::stats() const {
   if (inner_) {
     states = inner_->LinkStates();
     const std::vector<ProcessMemory> mem = inner_->LinkMemory();  // [node of the plan]
-    for (const planner::Stage& st : stats_.plan.stages)
-      out.stage_memory.push_back(st.node >= 0 && static_cast<size_t>(st.node) < mem.size()
-                                     ? mem[static_cast<size_t>(st.node)]
-                                     : ProcessMemory{});
+    const std::vector<NodeLoad> load = inner_->LinkLoad();
+    for (const planner::Stage& st : stats_.plan.stages) {
+      auto at = [](const auto& v, int32_t i) {
+        return i >= 0 && static_cast<size_t>(i) < v.size()
+                   ? v[static_cast<size_t>(i)]
+                   : typename std::decay_t<decltype(v)>::value_type{};
+      };
+      out.stage_memory.push_back(at(mem, st.node));
+      out.member_memory.emplace_back();
+      out.member_load.emplace_back();
+      for (int32_t n : StageNodes(st)) {
+        out.member_memory.back().push_back(at(mem, n));
+        out.member_load.back().push_back(at(load, n));
+      }
+    }
   }
   for (size_t i = 0; i < active_.size(); ++i) {
     MemberState m;
@@ -485,8 +503,13 @@ FailoverStats FailoverExecutor::stats() const {
     auto n = names_.find(m.address);
     m.name = n == names_.end() ? m.address : n->second;
     m.role = "spare";
-    for (size_t s = 0; s < stats_.stage_addresses.size(); ++s)
-      if (stats_.stage_addresses[s] == m.address) m.role = "stage " + std::to_string(s);
+    for (size_t s = 0; s < stats_.member_addresses.size(); ++s) {
+      const auto& ms = stats_.member_addresses[s];
+      for (size_t k = 0; k < ms.size(); ++k)
+        if (ms[k] == m.address)
+          m.role = ms.size() > 1 ? fmt::format("stage {} member {}", s, k)
+                                 : "stage " + std::to_string(s);
+    }
     if (std::find(drained_.begin(), drained_.end(), m.address) != drained_.end())
       m.role = "draining";
     auto h = health_.find(m.address);

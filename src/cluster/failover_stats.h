@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/process_memory.h"
+#include "cluster/node_load.h"
 #include "planner/plan.h"
 
 namespace shoal::cluster {
@@ -33,6 +34,11 @@ struct FailoverStats {
   std::vector<std::string> stage_addresses;  // [stage]
   // [stage]: the node's RSS and peak RSS from its last heartbeat answer (zeros before one).
   std::vector<ProcessMemory> stage_memory;
+  // [stage][member] of a split stage (one entry for a stage on one node): addresses, memory and
+  // load counters from the last heartbeat answers.
+  std::vector<std::vector<std::string>> member_addresses;
+  std::vector<std::vector<ProcessMemory>> member_memory;
+  std::vector<std::vector<NodeLoad>> member_load;
 };
 
 }  // namespace shoal::cluster

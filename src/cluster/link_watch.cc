@@ -48,7 +48,8 @@ LinkWatch::LinkWatch(std::vector<std::shared_ptr<net::Conn>> conns, std::vector<
       config_(config),
       monitor_(std::move(*net::HeartbeatMonitor::Create(&clock_, MonitorConfig(config)))),
       results_(conns_.size()),
-      memory_(conns_.size()) {
+      memory_(conns_.size()),
+      load_(conns_.size()) {
   names_.resize(conns_.size());
   for (size_t i = 0; i < conns_.size(); ++i) monitor_.Add(std::to_string(i));
   for (size_t i = 0; i < conns_.size(); ++i) threads_.emplace_back([this, i] { Serve(i); });
@@ -98,9 +99,12 @@ void LinkWatch::Serve(size_t i) {
           controls_.push_back({i, std::move(**f)});
           cv_.notify_all();
         } else if ((*f)->type == net::MsgType::kHeartbeat) {
-          auto mem = DecodeHeartbeatReply((*f)->payload);  // an empty answer carries none
+          auto h = DecodeHeartbeatReply((*f)->payload);  // an empty answer carries none
           std::lock_guard<std::mutex> lk(mu_);
-          if (mem.ok()) memory_[i] = *mem;
+          if (h.ok()) {
+            memory_[i] = h->mem;
+            load_[i] = h->load;
+          }
         }
       }
     }
@@ -146,6 +150,11 @@ Result<LinkWatch::Control> LinkWatch::NextControl(int64_t timeout_ms) {
   Control c = std::move(controls_.front());
   controls_.pop_front();
   return c;
+}
+
+std::vector<NodeLoad> LinkWatch::Load() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return load_;
 }
 
 std::vector<ProcessMemory> LinkWatch::Memory() const {

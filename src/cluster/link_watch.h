@@ -16,6 +16,7 @@
 #include "base/clock.h"
 #include "base/process_memory.h"
 #include "base/status.h"
+#include "cluster/node_load.h"
 #include "net/conn.h"
 #include "net/heartbeat.h"
 
@@ -62,6 +63,8 @@ class LinkWatch {
   // Every node's memory as its last heartbeat answer reported it, in link order (zeros until
   // one arrives).
   std::vector<ProcessMemory> Memory() const;
+  // Every node's load counters from its last heartbeat answer, in link order.
+  std::vector<NodeLoad> Load() const;
   // Why the first dead link is dead; "" while all live.
   std::string DeadReason() const;
   // Shuts every link down and joins the threads (idempotent).
@@ -86,6 +89,7 @@ class LinkWatch {
   std::vector<std::deque<net::Frame>> results_;  // [link], guarded by mu_
   std::deque<Control> controls_;                 // guarded by mu_
   std::vector<ProcessMemory> memory_;            // [link], guarded by mu_
+  std::vector<NodeLoad> load_;                   // [link], guarded by mu_
   std::string dead_;                             // guarded by mu_
   bool stop_ = false;                            // guarded by mu_
   std::vector<std::thread> threads_;

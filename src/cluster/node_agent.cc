@@ -94,6 +94,8 @@ struct NodeAgent::Impl {
   // stages than on 1 (measured on the Zen 5 VM, whose page faults cost ~20 us).
   StepWork step_in;
   ForwardOutput step_out;
+  // The load the heartbeat answers report (NodeLoad), written by the compute thread.
+  std::atomic<uint64_t> tokens{0}, busy_ns{0}, coll_ns{0}, coll_calls{0}, coll_bytes{0};
 
   // Assignments load on a thread of their own while the link thread answers heartbeats (a node
   // that loads is busy, not dead), one at a time (assign_mu). Each takes a ticket: a newer
@@ -287,7 +289,9 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
       // plan's prediction): one read of /proc/self/status, ~10 us, ten times a second.
       net::Frame pong;
       pong.type = net::MsgType::kHeartbeat;
-      if (auto mem = ReadProcessMemory(); mem.ok()) pong.payload = EncodeHeartbeatReply(*mem);
+      const NodeLoad load{tokens.load(), busy_ns.load(), coll_ns.load(), coll_calls.load(),
+                          coll_bytes.load()};
+      if (auto mem = ReadProcessMemory(); mem.ok()) pong.payload = EncodeHeartbeatReply(*mem, load);
       if (!conn->Send(pong).ok()) break;
     } else if (fr.type == net::MsgType::kGoodbye) {
       break;
@@ -564,7 +568,16 @@ Status NodeAgent::Impl::RunWork(const net::Frame& f) {
   // Checks every id against this stage's pool, applies the copies, runs the layers: the code a
   // single process runs (engine/stage.h).
   ForwardOutput& out = step_out;
+  const TpStats before = model->tp_stats();
   SHOAL_RETURN_IF_ERROR(stage->Run(w, first ? nullptr : w.hidden.data(), &out));
+  const TpStats& after = model->tp_stats();
+  tokens += static_cast<uint64_t>(w.batch.n_rows());
+  busy_ns += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
+  coll_ns += static_cast<uint64_t>(after.ns - before.ns);
+  coll_calls += static_cast<uint64_t>(after.calls - before.calls);
+  coll_bytes += static_cast<uint64_t>(after.bytes_in - before.bytes_in);
   net::Frame r;
   r.tag = f.tag;
   auto add_time = [&] {

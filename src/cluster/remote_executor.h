@@ -108,6 +108,8 @@ class RemoteExecutor final : public Executor {
   std::vector<net::HeartbeatMonitor::PeerState> LinkStates() const { return watch_->States(); }
   // Each stage's node memory from its last heartbeat answer, in stage order.
   std::vector<ProcessMemory> LinkMemory() const { return watch_->Memory(); }
+  // Each node's load counters from its last heartbeat answer, in node order.
+  std::vector<NodeLoad> LinkLoad() const { return watch_->Load(); }
 
  private:
   struct Pending {

@@ -177,22 +177,31 @@ Status DecodeAssignResult(std::span<const uint8_t> payload) {
   return Status::Ok();
 }
 
-std::vector<uint8_t> EncodeHeartbeatReply(const ProcessMemory& m) {
+std::vector<uint8_t> EncodeHeartbeatReply(const ProcessMemory& m, const NodeLoad& load) {
   std::vector<uint8_t> out;
   ByteWriter w(&out);
   w.U64(m.rss_bytes);
   w.U64(m.peak_rss_bytes);
+  for (uint64_t v : {load.tokens, load.busy_ns, load.collective_ns, load.collective_calls,
+                     load.collective_bytes_in})
+    w.U64(v);
   return out;
 }
 
-Result<ProcessMemory> DecodeHeartbeatReply(std::span<const uint8_t> payload) {
-  if (payload.size() != 16)
-    return Errorf("heartbeat answer of {} bytes, want 16 (RSS, peak RSS)", payload.size());
+Result<HeartbeatReply> DecodeHeartbeatReply(std::span<const uint8_t> payload) {
+  if (payload.size() != 16 && payload.size() != 56)
+    return Errorf("heartbeat answer of {} bytes, want 16 (RSS, peak RSS) or 56 (and the load)",
+                  payload.size());
   ByteReader r(payload);
-  ProcessMemory m;
-  SHOAL_RETURN_IF_ERROR(r.U64(&m.rss_bytes, "rss"));
-  SHOAL_RETURN_IF_ERROR(r.U64(&m.peak_rss_bytes, "peak rss"));
-  return m;
+  HeartbeatReply h;
+  SHOAL_RETURN_IF_ERROR(r.U64(&h.mem.rss_bytes, "rss"));
+  SHOAL_RETURN_IF_ERROR(r.U64(&h.mem.peak_rss_bytes, "peak rss"));
+  if (payload.size() == 16) return h;
+  NodeLoad& l = h.load;
+  for (uint64_t* v :
+       {&l.tokens, &l.busy_ns, &l.collective_ns, &l.collective_calls, &l.collective_bytes_in})
+    SHOAL_RETURN_IF_ERROR(r.U64(v, "load"));
+  return h;
 }
 
 Status EncodeStepWork(const StepWork& w, planner::LinkDType link, int64_t n_embd,

@@ -10,6 +10,7 @@
 #include "base/process_memory.h"
 #include "base/status.h"
 #include "cluster/model_transfer.h"
+#include "cluster/node_load.h"
 #include "engine/executor.h"
 #include "model/batch.h"
 #include "planner/cost_model.h"
@@ -68,11 +69,16 @@ Result<Assignment> DecodeAssign(std::span<const uint8_t> payload);
 // ok=false carries the node's reason in `message`.
 Status DecodeAssignResult(std::span<const uint8_t> payload);
 
-// A node's answer to a heartbeat carries its measured memory: u64 RSS, u64 peak RSS (bytes).
-// An empty answer (a node that cannot read its memory) decodes as an error, and so does any
-// other size.
-std::vector<uint8_t> EncodeHeartbeatReply(const ProcessMemory& m);
-Result<ProcessMemory> DecodeHeartbeatReply(std::span<const uint8_t> payload);
+struct HeartbeatReply {
+  ProcessMemory mem;
+  NodeLoad load;
+};
+// A node's answer to a heartbeat carries its measured memory: u64 RSS, u64 peak RSS (bytes), then
+// its load (5 x u64, NodeLoad's order). An answer of the memory alone (16 bytes) decodes with a
+// zero load; an empty answer (a node that cannot read its memory) decodes as an error, and so
+// does any other size.
+std::vector<uint8_t> EncodeHeartbeatReply(const ProcessMemory& m, const NodeLoad& load = {});
+Result<HeartbeatReply> DecodeHeartbeatReply(std::span<const uint8_t> payload);
 
 // One micro-batch travelling down the pipeline: the engine's StepInput (its copies ride on the
 // step's first micro-batch; the tokens only on the way into stage 0) plus what the wire needs:

@@ -43,17 +43,60 @@ TEST(Wire, StepWorkRoundTripWithStateSlotsAndPlanes) {
   EXPECT_TRUE(got.hidden == w.hidden);  // f32 links: bit-identical, every plane
 }
 
-TEST(Wire, HeartbeatReplyCarriesMemory) {
+TEST(Wire, HeartbeatReplyCarriesMemoryAndLoad) {
   const ProcessMemory m{uint64_t{3} << 32 | 7, uint64_t{5} << 33};
-  const std::vector<uint8_t> p = EncodeHeartbeatReply(m);
-  ASSERT_EQ(p.size(), 16u);
+  const NodeLoad load{11, 22, 33, 44, uint64_t{1} << 40};
+  const std::vector<uint8_t> p = EncodeHeartbeatReply(m, load);
+  ASSERT_EQ(p.size(), 56u);
   EXPECT_EQ(p[0], 7);  // little-endian on the wire
   auto back = DecodeHeartbeatReply(p);
   ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(back->rss_bytes, m.rss_bytes);
-  EXPECT_EQ(back->peak_rss_bytes, m.peak_rss_bytes);
+  EXPECT_EQ(back->mem.rss_bytes, m.rss_bytes);
+  EXPECT_EQ(back->mem.peak_rss_bytes, m.peak_rss_bytes);
+  EXPECT_EQ(back->load.tokens, 11u);
+  EXPECT_EQ(back->load.collective_calls, 44u);
+  EXPECT_EQ(back->load.collective_bytes_in, uint64_t{1} << 40);
+  // The memory alone (a node of an older build) decodes with a zero load.
+  auto old = DecodeHeartbeatReply(std::span<const uint8_t>(p).first(16));
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->mem.rss_bytes, m.rss_bytes);
+  EXPECT_EQ(old->load.tokens, 0u);
   EXPECT_FALSE(DecodeHeartbeatReply({}).ok());  // an empty answer carries no figures
   EXPECT_FALSE(DecodeHeartbeatReply(std::span<const uint8_t>(p).first(15)).ok());
+  EXPECT_FALSE(DecodeHeartbeatReply(std::span<const uint8_t>(p).first(55)).ok());
+}
+
+// An assignment names its group and the next stage's members; a malformed one is refused.
+TEST(Wire, AssignmentCarriesTheGroup) {
+  Assignment a;
+  a.model_file = "m.gguf";
+  a.first_layer = 2;
+  a.last_layer = 5;
+  a.next_nodes = {"127.0.0.1:9001", "127.0.0.1:9002"};
+  a.tp_peers = {"127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"};
+  a.tp_rank = 2;
+  auto back = DecodeAssign(EncodeAssign(a));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->next_nodes, a.next_nodes);
+  EXPECT_EQ(back->tp_peers, a.tp_peers);
+  EXPECT_EQ(back->tp_rank, 2);
+  EXPECT_EQ(back->tp_size(), 3);
+  a.tp_rank = 3;  // past the group
+  EXPECT_FALSE(DecodeAssign(EncodeAssign(a)).ok());
+  a.tp_rank = 0;
+  a.tp_peers = {"127.0.0.1:8001"};  // a group of one
+  EXPECT_FALSE(DecodeAssign(EncodeAssign(a)).ok());
+  a.tp_peers = {"127.0.0.1:8001", "nonsense"};
+  EXPECT_FALSE(DecodeAssign(EncodeAssign(a)).ok());
+  a.tp_peers.clear();
+  const std::vector<uint8_t> p = EncodeAssign(a);
+  for (size_t n = 1; n < p.size(); n += 7)  // every truncation fails cleanly
+    EXPECT_FALSE(DecodeAssign(std::span<const uint8_t>(p).first(n)).ok());
+  auto join = DecodeGroupJoin(EncodeGroupJoin(7, 3));
+  ASSERT_TRUE(join.ok());
+  EXPECT_EQ(join->first, 7u);
+  EXPECT_EQ(join->second, 3);
+  EXPECT_FALSE(DecodeGroupJoin(EncodeGroupJoin(7, 1000)).ok());
 }
 
 TEST(Wire, HiddenRowsMustBeWholePlanes) {

@@ -5,6 +5,40 @@
 
 namespace shoal::server {
 
+namespace {
+
+// A split stage's members: node, address, slices, memory, and their load counters with the
+// per-token figures they give (collective time and bytes received per token since the plan).
+nlohmann::json MembersJson(const cluster::FailoverStats& s, size_t i) {
+  const planner::Stage& st = s.plan.stages[i];
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t k = 0; k < st.members.size(); ++k) {
+    auto get = [&](const auto& v) {
+      return i < v.size() && k < v[i].size() ? v[i][k] : typename std::decay_t<decltype(v[0][0])>{};
+    };
+    const ProcessMemory mem = get(s.member_memory);
+    const cluster::NodeLoad load = get(s.member_load);
+    const double tok = static_cast<double>(std::max<uint64_t>(load.tokens, 1));
+    out.push_back(
+        {{"member", k},
+         {"node", k < st.member_names.size() ? st.member_names[k] : ""},
+         {"address", get(s.member_addresses)},
+         {"slices", k < st.member_slices.size() ? st.member_slices[k] : ""},
+         {"mem_rss_bytes", mem.rss_bytes},
+         {"mem_peak_rss_bytes", mem.peak_rss_bytes},
+         {"tokens_total", load.tokens},
+         {"busy_seconds_total", static_cast<double>(load.busy_ns) * 1e-9},
+         {"collective_seconds_total", static_cast<double>(load.collective_ns) * 1e-9},
+         {"collective_calls_total", load.collective_calls},
+         {"collective_bytes_in_total", load.collective_bytes_in},
+         {"collective_ms_per_token", static_cast<double>(load.collective_ns) * 1e-6 / tok},
+         {"collective_bytes_per_token", static_cast<double>(load.collective_bytes_in) / tok}});
+  }
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json ClusterJson(const cluster::FailoverStats& s) {
   nlohmann::json stages = nlohmann::json::array();
   for (size_t i = 0; i < s.plan.stages.size(); ++i) {
@@ -18,12 +52,15 @@ nlohmann::json ClusterJson(const cluster::FailoverStats& s) {
                       {"mem_peak_rss_bytes", mem.peak_rss_bytes},
                       {"mem_limit_bytes", st.mem_limit},
                       {"decode_ms_per_token", st.time.decode_s * 1e3}});
+    if (st.members.size() > 1) stages.back()["members"] = MembersJson(s, i);
   }
   nlohmann::json nodes = nlohmann::json::array();
   for (const cluster::MemberState& m : s.members)
     nodes.push_back(
         {{"name", m.name}, {"address", m.address}, {"role", m.role}, {"state", m.health}});
-  nlohmann::json j = {{"mode", "pipeline"},
+  bool split = false;
+  for (const planner::Stage& st : s.plan.stages) split = split || st.members.size() > 1;
+  nlohmann::json j = {{"mode", split ? "tensor-parallel pipeline" : "pipeline"},
                       {"link_dtype", std::string(planner::LinkDTypeName(s.plan.config.link_dtype))},
                       {"stages", stages},
                       {"nodes", nodes},
