@@ -157,14 +157,19 @@ std::string ModelManifest::Id() const {
   return Hex64(h);
 }
 
-uint64_t HashTensor(const gguf::TensorInfo& t) {
+uint64_t HashTensor(const gguf::TensorInfo& t, const gguf::File* drop) {
   XXH3_state_t* s = XXH3_createState();
   XXH3_64bits_reset(s);
   uint8_t desc[36];
   net::StoreLE32(desc, static_cast<uint32_t>(t.type));
   for (int i = 0; i < 4; ++i) net::StoreLE64(desc + 4 + 8 * i, static_cast<uint64_t>(t.ne[i]));
   XXH3_64bits_update(s, desc, sizeof desc);
-  XXH3_64bits_update(s, t.data, t.nbytes);
+  constexpr uint64_t kChunk = uint64_t{16} << 20;
+  for (uint64_t at = 0; at < t.nbytes; at += kChunk) {
+    const uint64_t n = std::min(kChunk, t.nbytes - at);
+    XXH3_64bits_update(s, t.data + at, n);
+    if (drop) drop->DropPages(t.data + at, n);
+  }
   const uint64_t h = XXH3_64bits_digest(s);
   XXH3_freeState(s);
   return h;
@@ -231,7 +236,7 @@ std::vector<const gguf::TensorInfo*> StageTensors(const gguf::File& f, int32_t f
 }
 
 Status VerifyStageTensors(const gguf::File& f, const ModelManifest& m, int32_t first, int32_t last,
-                          int32_t n_layer) {
+                          int32_t n_layer, bool drop_pages) {
   std::map<std::string, uint64_t> want;
   for (const TensorHash& t : m.tensors) want[t.name] = t.hash;
   // Every tensor the coordinator's model gives this stage must be in this file...
@@ -246,7 +251,7 @@ Status VerifyStageTensors(const gguf::File& f, const ModelManifest& m, int32_t f
     auto it = want.find(t->name);
     if (it == want.end())
       return Errorf("{}: tensor {} is not in the coordinator's model", f.path(), t->name);
-    const uint64_t h = HashTensor(*t);
+    const uint64_t h = HashTensor(*t, drop_pages ? &f : nullptr);
     if (h != it->second)
       return Errorf(
           "{}: tensor {} differs from the coordinator's (xxh3 {} here, {} there): not the same "

@@ -34,7 +34,9 @@ struct ModelManifest {
   std::string Id() const;
 };
 
-uint64_t HashTensor(const gguf::TensorInfo& t);
+// With `drop` (the file of t), the pages read go again as the hash moves on (16 MiB at a time):
+// a node that keeps only slices of its tensors never holds them all at once.
+uint64_t HashTensor(const gguf::TensorInfo& t, const gguf::File* drop = nullptr);
 // Hashes every tensor of an open file (reads it all once: ~0.1 s per GB).
 Result<ModelManifest> BuildManifest(const gguf::File& f);
 void PutManifest(net::ByteWriter& w, const ModelManifest& m);
@@ -48,8 +50,9 @@ std::vector<const gguf::TensorInfo*> StageTensors(const gguf::File& f, int32_t f
 
 // Checks the stage's tensors of `f` against the manifest; the error names the first tensor
 // that is missing or differs, and the file.
+// drop_pages: hash each tensor without keeping its pages (HashTensor's `drop`).
 Status VerifyStageTensors(const gguf::File& f, const ModelManifest& m, int32_t first, int32_t last,
-                          int32_t n_layer);
+                          int32_t n_layer, bool drop_pages = false);
 
 // A node's link to the coordinator for fetches: requests go out on `conn`; answers come from
 // `recv` when set (a node whose link thread keeps reading the link, to answer heartbeats while

@@ -412,8 +412,9 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
     return Errorf("layer range beyond the model's {} layers", prof.hp.n_layer);
   // A group member holds its slice of the stage (planner/parallel.h).
   const planner::StageMemory need = planner::MemberMemory(
-      planner::EstimateStageMemory(prof, info, a.config, a.first_layer, a.last_layer), prof.hp,
-      a.tp_size(), a.tp_rank);
+      prof, a.config,
+      planner::EstimateStageMemory(prof, info, a.config, a.first_layer, a.last_layer),
+      a.first_layer, a.tp_size(), a.tp_rank);
   if (opts.mem_limit > 0 && need.total() > opts.mem_limit)
     return Errorf(
         "layers [{}, {}) need {} MiB (weights {}, kv {}, buffers {}), over the {} MiB "
@@ -421,8 +422,9 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
         a.first_layer, a.last_layer, need.total() >> 20, need.weights >> 20, need.kv >> 20,
         need.buffers >> 20, opts.mem_limit >> 20, (need.total() - opts.mem_limit) >> 20);
   if (have_file) {
-    SHOAL_RETURN_IF_ERROR(
-        VerifyStageTensors(*gf, a.manifest, a.first_layer, a.last_layer, prof.hp.n_layer));
+    SHOAL_RETURN_IF_ERROR(VerifyStageTensors(*gf, a.manifest, a.first_layer, a.last_layer,
+                                             prof.hp.n_layer,
+                                             /*drop_pages=*/a.tp_size() > 1));
   } else {
     gf.reset();  // the fetch writes into the file; map it again afterwards
     SHOAL_RETURN_IF_ERROR(
@@ -482,9 +484,19 @@ Status NodeAgent::Impl::JoinGroup(const Assignment& a, uint64_t ticket) {
       auto links,
       group_links.Build(a.epoch, a.tp_rank, a.tp_peers, key, opts.link_cipher, kConnectTimeoutMs,
                         [this, ticket] { return assign_ticket.load() != ticket; }));
+  const std::vector<std::shared_ptr<net::Conn>> links_copy = links;
+  auto g = std::make_unique<collective::Group>(a.tp_rank, std::move(links));
+  // One exchange of the largest gather a step makes, so that the frames' and the gathers'
+  // buffers reach their size now, like WarmUpStage's (every member makes it at its start).
+  SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(*file));
+  const int64_t most = planner::LargestGatherFloats(prof, a.config);
+  std::vector<int64_t> counts;
+  for (int k = 0; k < a.tp_size(); ++k) counts.push_back(SliceOf(most, a.tp_size(), k).count);
+  std::vector<float> mine(static_cast<size_t>(counts[static_cast<size_t>(a.tp_rank)])), all;
+  SHOAL_RETURN_IF_ERROR(g->AllGather(mine, counts, &all).Annotate("group warm-up"));
   std::lock_guard<std::mutex> lk(mu);
-  group_conns = links;
-  group = std::make_unique<collective::Group>(a.tp_rank, std::move(links));
+  group_conns = links_copy;
+  group = std::move(g);
   comm = std::make_unique<collective::GroupTpComm>(group.get());
   model->SetTpComm(comm.get());
   return Status::Ok();

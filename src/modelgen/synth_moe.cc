@@ -67,10 +67,14 @@ bool IsKdaLayer(const MoeSynthPreset& p, int64_t l) {
 const std::vector<MoeSynthPreset>& MoeSynthPresets() {
   // "tiny" = the shapes of ../shared/models/tiny (their goldens come from llama.cpp). "small":
   // 64 experts top-8 so that a decoded token reads ~1/4 of the weights; vocab 32000 (Llama's).
+  // "wide" (qwen3moe only): layers larger than a 256 MB node.
   static const std::vector<MoeSynthPreset> kPresets = {
       //       name     embd layers heads kv  hd   ff    vocab  ctx   exp used ff_exp
       Qwen3Moe("tiny", 64, 4, 4, 2, 32, 192, 512, 4096, 8, 2, 64),
       Qwen3Moe("small", 1024, 8, 16, 4, 128, 3072, 32000, 32768, 64, 8, 256),
+      // "wide": one layer (128 experts of 2048 x 640, ~290 MB in Q4_0) outgrows a 256 MB node,
+      // so it must be split inside the layer (docs/CLUSTER.md, the PS3 test, part two).
+      Qwen3Moe("wide", 2048, 4, 16, 4, 128, 6144, 32000, 4096, 128, 8, 640),
       //        name     embd layers heads ff   vocab exp used ff_exp q_lora kv_lora nope rope v
       Deepseek2("tiny", 64, 4, 4, 192, 512, 16, 4, 32, 32, 64, 32, 16, 32),
       Deepseek2("small", 1024, 8, 16, 2816, 32000, 64, 8, 256, 384, 256, 64, 32, 64),

@@ -18,7 +18,8 @@ constexpr int kMaxPp = 4096;
 
 // A group priced as one node: its members' memory and speeds added (they compute their slices
 // at once); latency and link as its first member's.
-measure::NodeInfo GroupNode(const std::vector<measure::NodeInfo>& nodes, size_t first, int t) {
+measure::NodeInfo GroupNode(const std::vector<measure::NodeInfo>& nodes, size_t first, int t,
+                            uint64_t overhead) {
   measure::NodeInfo g = nodes[first];
   uint64_t limit = nodes[first].mem_limit;
   std::vector<std::string> names;
@@ -28,7 +29,9 @@ measure::NodeInfo GroupNode(const std::vector<measure::NodeInfo>& nodes, size_t 
     names.push_back(n.name);
   }
   g.name = fmt::format("{}", fmt::join(names, "+"));
-  g.mem_limit = limit * static_cast<uint64_t>(t);
+  // Every member pays its own process overhead; the rest of a stage is shared out (MemberMemory
+  // checks each member's exact share after planning).
+  g.mem_limit = limit > overhead ? (limit - overhead) * static_cast<uint64_t>(t) + overhead : limit;
   const double s = t;
   g.mem_bw *= s;
   g.weight_bw *= s;
@@ -91,6 +94,20 @@ Result<Plan> MakeParallelPlan(const ModelProfile& profile,
                               const Parallel& par) {
   const int n = static_cast<int>(nodes.size());
   if (n == 0) return Errorf("plan: no nodes");
+  if (par.tp == 1 && par.pp <= 0) {
+    // The default: a pipeline of every node while the layers fit them (no collectives); else
+    // the smallest groups that make the model fit (a layer larger than any node).
+    Result<Plan> pipeline = MakePlan(profile, nodes, config);
+    if (pipeline.ok() || n < 2) return pipeline;
+    Status split_error;
+    for (int t = 2; t <= std::min(n, kMaxTp); ++t) {
+      Result<Plan> split = MakeParallelPlan(profile, nodes, config, Parallel{t, 0, 0});
+      if (split.ok()) return split;
+      split_error = split.status();
+    }
+    return Errorf("{}; split inside the layers (tp 2..{}), the last: {}",
+                  pipeline.status().message(), std::min(n, kMaxTp), split_error.message());
+  }
   const int tp = std::min(par.tp, n);
   if (tp <= 1) {
     if (par.pp <= 0 || par.pp >= n) return MakePlan(profile, nodes, config);
@@ -99,7 +116,7 @@ Result<Plan> MakeParallelPlan(const ModelProfile& profile,
   const int groups = std::max(1, par.pp > 0 ? std::min(par.pp, n / tp) : n / tp);
   std::vector<measure::NodeInfo> virt;
   for (int g = 0; g < groups; ++g)
-    virt.push_back(GroupNode(nodes, static_cast<size_t>(g * tp), tp));
+    virt.push_back(GroupNode(nodes, static_cast<size_t>(g * tp), tp, config.process_overhead));
   SHOAL_ASSIGN_OR_RETURN(Plan plan, MakePlan(profile, virt, config));
   const HParams& hp = profile.hp;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
@@ -112,7 +129,8 @@ Result<Plan> MakeParallelPlan(const ModelProfile& profile,
       st.members.push_back(idx);
       st.member_names.push_back(nodes[static_cast<size_t>(idx)].name);
       st.member_slices.push_back(MemberSlices(hp, tp, k));
-      const StageMemory m = MemberMemory(st.mem, hp, tp, k);
+      const StageMemory m = MemberMemory(profile, config, st.mem, st.first_layer, tp, k);
+      st.member_mem.push_back(m);
       const uint64_t limit = nodes[static_cast<size_t>(idx)].mem_limit;
       if (m.total() > limit)
         return Errorf(
@@ -145,21 +163,45 @@ std::string FormatGroups(const Plan& plan) {
     out += fmt::format("stage {}: layers [{}, {}) split over {} members (exact)\n", s,
                        st.first_layer, st.last_layer, t);
     for (int k = 0; k < t; ++k)
-      out += fmt::format("  member {} {}: {}\n", k, st.member_names[static_cast<size_t>(k)],
-                         st.member_slices[static_cast<size_t>(k)]);
+      out += fmt::format(
+          "  member {} {}: {} MiB planned; {}\n", k, st.member_names[static_cast<size_t>(k)],
+          k < static_cast<int>(st.member_mem.size())
+              ? fmt::format(
+                    "{:.1f}",
+                    static_cast<double>(st.member_mem[static_cast<size_t>(k)].total()) / 1048576.0)
+              : "?",
+          st.member_slices[static_cast<size_t>(k)]);
   }
   return out;
 }
 
-StageMemory MemberMemory(const StageMemory& whole, const HParams& hp, int t, int k) {
+int64_t LargestGatherFloats(const ModelProfile& p, const PlanConfig& c) {
+  const HParams& hp = p.hp;
+  const int64_t n = std::max<int64_t>(1, c.max_batched_tokens);
+  int64_t width = std::max({hp.n_head * hp.head_dim_v, hp.n_ff, hp.n_embd});
+  if (hp.n_expert > 0) width = std::max(width, hp.n_expert_used * hp.n_embd);
+  return std::max(n * width, int64_t{std::max(1, c.max_num_seqs)} * hp.n_vocab);
+}
+
+uint64_t CollectiveBufferBytes(const ModelProfile& p, const PlanConfig& c) {
+  constexpr uint64_t kCopies = 5;
+  return kCopies * sizeof(float) * static_cast<uint64_t>(LargestGatherFloats(p, c));
+}
+
+StageMemory MemberMemory(const ModelProfile& p, const PlanConfig& c, const StageMemory& whole,
+                         int32_t first_layer, int t, int k) {
   StageMemory m = whole;
   if (t <= 1) return m;
+  m.buffers += CollectiveBufferBytes(p, c);
+  const HParams& hp = p.hp;
   const int64_t group = std::max<int64_t>(1, hp.n_head / std::max<int64_t>(1, hp.n_head_kv));
   const Slice q = SliceOf(hp.n_head, t, k);
   const int64_t kv_heads = q.count == 0 ? 0 : (q.end() - 1) / group - q.first / group + 1;
   const double kv_share =
       hp.n_head_kv > 0 ? static_cast<double>(kv_heads) / static_cast<double>(hp.n_head_kv) : 1.0;
-  m.weights = (whole.weights + static_cast<uint64_t>(t) - 1) / static_cast<uint64_t>(t);
+  const uint64_t embd = first_layer == 0 ? std::min(p.token_embd.bytes, whole.weights) : 0;
+  m.weights =
+      embd + (whole.weights - embd + static_cast<uint64_t>(t) - 1) / static_cast<uint64_t>(t);
   m.kv = static_cast<uint64_t>(static_cast<double>(whole.kv) * kv_share);
   return m;
 }

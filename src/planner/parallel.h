@@ -28,6 +28,8 @@ std::string FormatParallel(const Parallel& p);
 
 // Forms the groups (nodes in their order, tp consecutive nodes a stage) and plans the layers over
 // them as a pipeline, each group priced as one node with its members' memory and speed summed.
+// The default layout {1, 0} is a pipeline of every node when the layers fit the nodes, else the
+// smallest tp whose groups hold the model (the planner's choice when a layer outgrows a node).
 // With fewer nodes than tp * pp (after a failure) it keeps tp when it can and uses fewer stages,
 // then shrinks tp to the nodes left; nodes past the groups stay unused. Every stage's `members`
 // lists its nodes (member 0 = `node`).
@@ -42,8 +44,19 @@ std::string MemberSlices(const HParams& hp, int t, int k);
 // FormatPlan ends with it.
 std::string FormatGroups(const Plan& plan);
 
-// What one member of a t-way split holds of a stage of `whole` memory: weights, KV and buffers
-// divided by the share it holds (its KV heads of n_head_kv, 1/t of the rest), the overhead whole.
-StageMemory MemberMemory(const StageMemory& whole, const HParams& hp, int t, int k);
+// What member k of a t-way split holds of a stage (from first_layer) of `whole` memory: its KV
+// heads' share of the KV, 1/t of the weights but for the token embedding (every member of a
+// first stage embeds its tokens from the whole table), buffers and overhead whole, plus the
+// buffers of its collectives (CollectiveBufferBytes).
+StageMemory MemberMemory(const ModelProfile& p, const PlanConfig& c, const StageMemory& whole,
+                         int32_t first_layer, int t, int k);
+// The largest all-gather of a split step, in floats: max_batched_tokens rows of the widest
+// gathered tensor (attention output, FFN activations, embedding, experts' outputs: top-k rows of
+// n_embd each), or the logits of max_num_seqs rows.
+int64_t LargestGatherFloats(const ModelProfile& p, const PlanConfig& c);
+// Bytes a member's collectives hold at their peak: the gathered result, its own part, the
+// reordered copy (model/tensor_parallel.h ColumnGather) and the frames on the way in and out
+// (net::Conn: payload, sealed copy, receive buffer): 5 copies of the largest gather.
+uint64_t CollectiveBufferBytes(const ModelProfile& p, const PlanConfig& c);
 
 }  // namespace shoal::planner

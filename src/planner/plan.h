@@ -20,6 +20,7 @@ struct Stage {
   std::vector<int32_t> members;
   std::vector<std::string> member_names;   // [member] node names
   std::vector<std::string> member_slices;  // [member] planner::MemberSlices
+  std::vector<StageMemory> member_mem;     // [member] planner::MemberMemory
 
   std::string node_name;
   int32_t first_layer = 0;  // [first_layer, last_layer)

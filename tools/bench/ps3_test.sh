@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The PS3 test (issue #5): a model across N `shoal node` workers with --mem-limit each; prints
 # every node's peak RSS (VmHWM, read from /proc outside the process) beside the plan's
-# prediction. Usage: tools/bench/ps3_test.sh SHOAL MODEL.gguf [NODES] [MEM_LIMIT] [serve flags...]
+# prediction (and, for a split stage, every member's), under load; COMPARE=1 also checks the texts
+# against one process. Usage: tools/bench/ps3_test.sh SHOAL MODEL.gguf [NODES] [MEM_LIMIT] [serve flags...]
 set -euo pipefail
 SHOAL=$1 MODEL=$2 N=${3:-4} LIMIT=${4:-256M}
 shift $(( $# < 4 ? $# : 4 ))
@@ -36,14 +37,32 @@ done
 hwm() { for p in "${NODE_PIDS[@]}"; do awk '/VmHWM/ {printf "%.1f ", $2/1024}' /proc/$p/status; done; }
 echo "after assignment (MiB):  $(hwm)"
 for p in "${NODE_PIDS[@]}"; do awk '/RssAnon|RssFile/ {printf "%s %.1f  ", $1, $2/1024} END {print ""}' /proc/$p/status; done
-# Load: 4 long prompts at once (prefill chunks of max-num-batched-tokens), 32 tokens each.
+# Load: 4 long prompts at once (prefill chunks of max-num-batched-tokens), 32 tokens each: two
+# greedy, two sampled with a seed. With COMPARE=1 the same requests then go to one process with
+# the whole model, and the texts must be equal.
 prompt=$(python3 -c "print(' '.join(['the quick brown fox jumps over the lazy dog']*60))")
-CPIDS=()
-for i in 1 2 3 4; do
-  curl -s -m 600 "127.0.0.1:$port/v1/completions" -d "{\"prompt\":\"$i $prompt\",\"max_tokens\":32,\"ignore_eos\":true}" > "$W/r$i" &
-  CPIDS+=($!)
-done
-wait "${CPIDS[@]}"
-for i in 1 2 3 4; do grep -q '"text"' "$W/r$i" || { echo "request $i failed:"; head -c 300 "$W/r$i"; }; done
+ask() {  # PORT PREFIX
+  local CPIDS=() i
+  for i in 1 2 3 4; do
+    curl -s -m 600 "127.0.0.1:$1/v1/completions" -d "{\"prompt\":\"$i $prompt\",\"max_tokens\":32,\"ignore_eos\":true,\"temperature\":$([ $i -le 2 ] && echo 0 || echo 0.8),\"seed\":$i}" > "$W/$2$i" &
+    CPIDS+=($!)
+  done
+  wait "${CPIDS[@]}"
+  for i in 1 2 3 4; do grep -q '"text"' "$W/$2$i" || { echo "request $i failed:"; head -c 300 "$W/$2$i"; }; done
+}
+ask "$port" r
 echo "after load (MiB):        $(hwm)"
-grep -E "^ +[0-9]+  n[0-9]" "$W/serve.log" || grep -A8 "^plan" "$W/serve.log"
+grep -E "^ +[0-9]+  n[0-9]|^  member " "$W/serve.log" || grep -A8 "^plan" "$W/serve.log"
+if [ -n "${COMPARE:-}" ]; then
+  "$SHOAL" serve -m "$MODEL" --port 0 -t 2 "${SERVE_FLAGS[@]}" > "$W/local.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 1200); do grep -q "ready" "$W/local.log" && break; sleep 0.1; done
+  lport=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$W/local.log" | grep -o '[0-9]*$')
+  ask "$lport" l
+  same=0
+  for i in 1 2 3 4; do
+    python3 -c "import json,sys; a,b=(json.load(open(f))['choices'][0]['text'] for f in sys.argv[1:]); sys.exit(a!=b)" "$W/r$i" "$W/l$i" && same=$((same + 1))
+  done
+  echo "texts equal to one process: $same of 4"
+  [ $same -eq 4 ]
+fi
