@@ -4,6 +4,8 @@
 #include <chrono>
 
 #include "cluster/wire.h"
+#include "planner/model_profile.h"
+#include "planner/parallel.h"
 
 namespace shoal::cluster {
 
@@ -25,6 +27,21 @@ Result<std::shared_ptr<net::Conn>> DialNode(
   auto greet = conn->Recv(timeout_ms);
   if (!greet.ok() || !*greet) return Errorf("{} did not greet", addr);
   return conn;
+}
+
+Result<std::unique_ptr<collective::Group>> StartGroup(int rank,
+                                                      std::vector<std::shared_ptr<net::Conn>> links,
+                                                      const gguf::File& f,
+                                                      const planner::PlanConfig& c) {
+  const int m = static_cast<int>(links.size());
+  auto g = std::make_unique<collective::Group>(rank, std::move(links));
+  SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(f));
+  const int64_t most = planner::LargestGatherFloats(prof, c);
+  std::vector<int64_t> counts;
+  for (int k = 0; k < m; ++k) counts.push_back(SliceOf(most, m, k).count);
+  std::vector<float> mine(static_cast<size_t>(counts[static_cast<size_t>(rank)])), all;
+  SHOAL_RETURN_IF_ERROR(g->AllGather(mine, counts, &all).Annotate("group warm-up"));
+  return g;
 }
 
 void GroupLinks::Offer(uint32_t epoch, int32_t rank, std::shared_ptr<net::Conn> conn) {

@@ -15,8 +15,11 @@
 #include <vector>
 
 #include "base/status.h"
+#include "collective/group.h"
+#include "gguf/gguf.h"
 #include "net/auth.h"
 #include "net/conn.h"
+#include "planner/cost_model.h"
 
 namespace shoal::cluster {
 
@@ -26,6 +29,15 @@ namespace shoal::cluster {
 Result<std::shared_ptr<net::Conn>> DialNode(
     const std::string& addr, const net::ClusterKey& key, net::LinkCipher cipher, int64_t timeout_ms,
     const std::function<Status(const std::shared_ptr<net::Conn>&)>& connected = {});
+
+// The group of member `rank` over `links` (GroupLinks::Build), after one exchange of the largest
+// gather a step of `c` makes over the model in `f` (planner::LargestGatherFloats), so that the
+// frames' and gathers' buffers reach their size at start, like WarmUpStage's. Every member of
+// the group makes it as its first call.
+Result<std::unique_ptr<collective::Group>> StartGroup(int rank,
+                                                      std::vector<std::shared_ptr<net::Conn>> links,
+                                                      const gguf::File& f,
+                                                      const planner::PlanConfig& c);
 
 class GroupLinks {
  public:

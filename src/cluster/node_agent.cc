@@ -94,8 +94,7 @@ struct NodeAgent::Impl {
   // stages than on 1 (measured on the Zen 5 VM, whose page faults cost ~20 us).
   StepWork step_in;
   ForwardOutput step_out;
-  // The load the heartbeat answers report (NodeLoad), written by the compute thread.
-  std::atomic<uint64_t> tokens{0}, busy_ns{0}, coll_ns{0}, coll_calls{0}, coll_bytes{0};
+  NodeLoadCounters load;  // what the heartbeat answers report, counted by the compute thread
 
   // Assignments load on a thread of their own while the link thread answers heartbeats (a node
   // that loads is busy, not dead), one at a time (assign_mu). Each takes a ticket: a newer
@@ -289,9 +288,8 @@ void NodeAgent::Impl::ServeLink(std::shared_ptr<net::Conn> conn) {
       // plan's prediction): one read of /proc/self/status, ~10 us, ten times a second.
       net::Frame pong;
       pong.type = net::MsgType::kHeartbeat;
-      const NodeLoad load{tokens.load(), busy_ns.load(), coll_ns.load(), coll_calls.load(),
-                          coll_bytes.load()};
-      if (auto mem = ReadProcessMemory(); mem.ok()) pong.payload = EncodeHeartbeatReply(*mem, load);
+      if (auto mem = ReadProcessMemory(); mem.ok())
+        pong.payload = EncodeHeartbeatReply(*mem, load.Get());
       if (!conn->Send(pong).ok()) break;
     } else if (fr.type == net::MsgType::kGoodbye) {
       break;
@@ -485,15 +483,7 @@ Status NodeAgent::Impl::JoinGroup(const Assignment& a, uint64_t ticket) {
       group_links.Build(a.epoch, a.tp_rank, a.tp_peers, key, opts.link_cipher, kConnectTimeoutMs,
                         [this, ticket] { return assign_ticket.load() != ticket; }));
   const std::vector<std::shared_ptr<net::Conn>> links_copy = links;
-  auto g = std::make_unique<collective::Group>(a.tp_rank, std::move(links));
-  // One exchange of the largest gather a step makes, so that the frames' and the gathers'
-  // buffers reach their size now, like WarmUpStage's (every member makes it at its start).
-  SHOAL_ASSIGN_OR_RETURN(planner::ModelProfile prof, planner::ProfileFromGguf(*file));
-  const int64_t most = planner::LargestGatherFloats(prof, a.config);
-  std::vector<int64_t> counts;
-  for (int k = 0; k < a.tp_size(); ++k) counts.push_back(SliceOf(most, a.tp_size(), k).count);
-  std::vector<float> mine(static_cast<size_t>(counts[static_cast<size_t>(a.tp_rank)])), all;
-  SHOAL_RETURN_IF_ERROR(g->AllGather(mine, counts, &all).Annotate("group warm-up"));
+  SHOAL_ASSIGN_OR_RETURN(auto g, StartGroup(a.tp_rank, std::move(links), *file, a.config));
   std::lock_guard<std::mutex> lk(mu);
   group_conns = links_copy;
   group = std::move(g);
@@ -525,14 +515,10 @@ Status NodeAgent::Impl::StartStage(const Assignment& a, const std::shared_ptr<ne
   assigned = a;
   work.clear();
   compute = std::thread([this] { ComputeLoop(); });
-  if (a.tp_size() > 1) {
-    Log(LogLevel::kInfo,
-        "serving layers [{}, {}) of {} as member {} of {} ({} KV blocks, epoch {})", a.first_layer,
-        a.last_layer, a.model_file, a.tp_rank, a.tp_size(), a.n_blocks, a.epoch);
-  } else {
-    Log(LogLevel::kInfo, "serving layers [{}, {}) of {} ({} KV blocks, epoch {})", a.first_layer,
-        a.last_layer, a.model_file, a.n_blocks, a.epoch);
-  }
+  Log(LogLevel::kInfo, "serving layers [{}, {}) of {}{} ({} KV blocks, epoch {})", a.first_layer,
+      a.last_layer, a.model_file,
+      a.tp_size() > 1 ? fmt::format(" as member {} of {}", a.tp_rank, a.tp_size()) : "", a.n_blocks,
+      a.epoch);
   return Status::Ok();
 }
 
@@ -583,13 +569,8 @@ Status NodeAgent::Impl::RunWork(const net::Frame& f) {
   const TpStats before = model->tp_stats();
   SHOAL_RETURN_IF_ERROR(stage->Run(w, first ? nullptr : w.hidden.data(), &out));
   const TpStats& after = model->tp_stats();
-  tokens += static_cast<uint64_t>(w.batch.n_rows());
-  busy_ns += static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-          .count());
-  coll_ns += static_cast<uint64_t>(after.ns - before.ns);
-  coll_calls += static_cast<uint64_t>(after.calls - before.calls);
-  coll_bytes += static_cast<uint64_t>(after.bytes_in - before.bytes_in);
+  load.Add(w.batch.n_rows(), std::chrono::steady_clock::now() - t0, after.ns - before.ns,
+           after.calls - before.calls, after.bytes_in - before.bytes_in);
   net::Frame r;
   r.tag = f.tag;
   auto add_time = [&] {
