@@ -38,27 +38,36 @@ run() {  # NAME NODES [flags...]
     --nodes "$nodes" --cluster-key-file "$W/key" "$@" > "$W/$name.log" 2>&1 &
   local sp=$!
   for _ in $(seq 1 1200); do grep -q ready "$W/$name.log" && break; sleep 0.1; done
+  sleep 0.3
+  "${HX[@]}" curl -s 127.0.0.1:8080/v1/cluster > "$W/$name.before.json"
   local t
   t=$("${HX[@]}" "$SHOAL" bench serve --url http://127.0.0.1:8080 --max-concurrency 1 \
     --input-len 32 --output-len 128 --num-prompts 4 --json 2>/dev/null |
     python3 -c "import json,sys; print('%.2f' % json.load(sys.stdin)['median_tpot_ms'])")
   printf '%-24s %8s ms/token (%s)\n' "$name" "$t" "$RATE links"
+  echo "$t" > "$W/$name.tpot"
   sleep 0.3
   "${HX[@]}" curl -s 127.0.0.1:8080/v1/cluster > "$W/$name.json"
   kill $sp; wait $sp || true
 }
 run "1 node x 1 thread" 10.203.1.2:7000
 run "tp=2 x 1 thread" 10.203.1.2:7000,10.203.2.2:7000 --parallel tp=2
-python3 - "$W/tp=2 x 1 thread.json" "$("$SHOAL" info --model "$MODEL" | awk '$1 == "n_layer" {print $2}')" <<'PY'
+# The members' counters over the timed requests only (their difference across the run), per
+# token the nodes ran (4 x (32 prompt + 128 generated): 80% decode steps).
+python3 - "$W/tp=2 x 1 thread" "$("$SHOAL" info --model "$MODEL" | awk '$1 == "n_layer" {print $2}')" <<'PY'
 import json, sys
-j = json.load(open(sys.argv[1])); layers = int(sys.argv[2] or 0)
-for s in j["stages"]:
-    for m in s.get("members", []):
-        tok = max(1, m["tokens_total"])
-        coll = m["collective_seconds_total"] / tok * 1e3
-        busy = m["busy_seconds_total"] / tok * 1e3
-        print(f"member {m['member']}: {coll:.2f} ms of {busy:.2f} ms busy per token in collectives "
-              f"({100 * coll / busy:.1f}%), {coll / max(1, layers) * 1e3:.0f} us per layer, "
-              f"{m['collective_bytes_per_token'] / 1024:.0f} KiB received per token, "
-              f"{m['collective_calls_total'] / tok:.0f} calls per token")
+base = sys.argv[1]; layers = int(sys.argv[2] or 1)
+a = json.load(open(base + ".before.json")); b = json.load(open(base + ".json"))
+tpot = float(open(base + ".tpot").read())
+members = lambda j: [m for s in j["stages"] for m in s.get("members", [])]
+for m0, m1 in zip(members(a), members(b)):
+    d = lambda k: m1[k] - m0[k]
+    tok = max(1, d("tokens_total"))
+    coll = d("collective_seconds_total") / tok * 1e3
+    busy = d("busy_seconds_total") / tok * 1e3
+    print(f"member {m1['member']}: collectives {coll:.2f} ms per token ({coll / layers * 1e3:.0f} us "
+          f"per layer, {d('collective_calls_total') / tok:.0f} calls, "
+          f"{d('collective_bytes_in_total') / tok / 1024:.0f} KiB in); busy {busy:.2f} ms per token; "
+          f"collectives are {100 * coll / busy:.1f}% of its busy time, {100 * coll / tpot:.1f}% of "
+          f"the {tpot:.2f} ms per output token")
 PY
