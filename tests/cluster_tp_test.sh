@@ -78,8 +78,20 @@ check "dry run names each member's heads, experts and vocabulary" \
   'grep -q "member 3 .*heads \[3, 4) .*experts \[6, 8) vocab \[384, 512)" "$TMP/dry.log"'
 check "--parallel rejects ep other than tp" \
   '! "$SHOAL" serve -m "$MODEL" --cluster-key-file "$TMP/key" --nodes 127.0.0.1:1 --parallel tp=2,ep=3 --dry-run > /dev/null 2>&1'
-check "--tp-mode fast is refused with the reason" \
-  '"$SHOAL" serve -m "$MODEL" --cluster-key-file "$TMP/key" --nodes 127.0.0.1:1 --tp-mode fast --dry-run 2>&1 | grep -q "only exact"'
+check "--tp-mode other than exact or fast is refused" \
+  '"$SHOAL" serve -m "$MODEL" --cluster-key-file "$TMP/key" --nodes 127.0.0.1:1 --tp-mode quick --dry-run 2>&1 | grep -q "exact or fast"'
+
+# Perplexity (stories260K, llama-perplexity's method): exact tp=2 equals one process; fast
+# tp=2 is the same on two fresh groups (its change from one process is printed).
+ppl() { "$SHOAL" perplexity -m "$TMP/models/s.gguf" -f "$SHARED/testdata/golden/ppl_story.txt" -c 128 -t 1 "$@" 2>/dev/null | grep -o 'PPL = [0-9.]*' | grep -o '[0-9.]*$'; }
+p1=$(ppl)
+pe=$(ppl --nodes "$(nodes 2 ppl-e)" --cluster-key-file "$TMP/key" --parallel tp=2)
+pf=$(ppl --nodes "$(nodes 2 ppl-f)" --cluster-key-file "$TMP/key" --parallel tp=2 --tp-mode fast)
+pf2=$(ppl --nodes "$(nodes 2 ppl-g)" --cluster-key-file "$TMP/key" --parallel tp=2 --tp-mode fast)
+echo "     perplexity: one process $p1, tp=2 exact $pe, tp=2 fast $pf and $pf2"
+check "perplexity, tp=2 exact: equal to one process" '[ -n "$p1" ] && [ "$p1" = "$pe" ]'
+check "perplexity, tp=2 fast: the same on two groups, within 0.1% of one process" \
+  '[ -n "$pf" ] && [ "$pf" = "$pf2" ] && python3 -c "import sys; sys.exit(abs($pf / $p1 - 1) > 1e-3)"'
 
 # Failover: tp=2 with a standby; member 1 killed (-9) or stopped mid-stream. Long answers (700
 # tokens: ~2 s on loopback), so the fault lands while they stream.

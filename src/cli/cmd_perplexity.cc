@@ -16,7 +16,8 @@ namespace {
 Result<std::unique_ptr<Executor>> ConnectPipeline(const gguf::File& file, const std::string& path,
                                                   const std::string& nodes,
                                                   const std::string& key_file,
-                                                  const std::string& link, DType kv, int ctx) {
+                                                  const std::string& link, DType kv, int ctx,
+                                                  const std::string& parallel, bool fast) {
   if (key_file.empty()) return Errorf("--nodes needs --cluster-key-file");
   SHOAL_ASSIGN_OR_RETURN(net::ClusterKey key, net::ClusterKey::LoadFile(key_file));
   cluster::ClusterOptions co;
@@ -28,6 +29,8 @@ Result<std::unique_ptr<Executor>> ConnectPipeline(const gguf::File& file, const 
   co.plan.max_batched_tokens = ctx;
   co.plan.kv_dtype = kv;
   SHOAL_ASSIGN_OR_RETURN(co.plan.link_dtype, planner::ParseLinkDType(link));
+  SHOAL_ASSIGN_OR_RETURN(co.parallel, planner::ParseParallel(parallel));
+  co.parallel.fast = fast;
   SHOAL_ASSIGN_OR_RETURN(cluster::Cluster cl, cluster::ConnectAndPlan(co, file, key));
   std::fprintf(stderr, "%s", planner::FormatPlan(cl.plan).c_str());
   SHOAL_RETURN_IF_ERROR(cluster::AssignLayers(cl, co));
@@ -42,7 +45,8 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner) {
   auto* cmd = app.add_subcommand(
       "perplexity", "Perplexity of a text, computed like llama.cpp's llama-perplexity");
   struct Args {
-    std::string model, file, kv_type = "f16", nodes, key_file, link = "f32";
+    std::string model, file, kv_type = "f16", nodes, key_file, link = "f32", parallel,
+                             tp_mode = "exact";
     int ctx = 512, threads = 0;
   };
   auto a = std::make_shared<Args>();
@@ -55,6 +59,10 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner) {
                   "Compute through a pipeline of `shoal node` workers: HOST:PORT,HOST:PORT,...");
   cmd->add_option("--cluster-key-file", a->key_file, "Cluster key (with --nodes)");
   cmd->add_option("--link-dtype", a->link, "Activations between stages: f32, f16 or q8_0")
+      ->capture_default_str();
+  cmd->add_option("--parallel", a->parallel, "With --nodes: a forced layout, tp=T,pp=P");
+  cmd->add_option("--tp-mode", a->tp_mode, "With --parallel: exact or fast")
+      ->check(CLI::IsMember({"exact", "fast"}))
       ->capture_default_str();
   cmd->callback([=] {
     *runner = [=]() -> int {
@@ -76,8 +84,8 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner) {
         ThreadPool pool(ResolveThreads(a->threads));
         r = ComputePerplexity(*b->model, ids, a->ctx, bos, *kv, &pool, progress);
       } else {
-        auto exec =
-            ConnectPipeline(*b->file, a->model, a->nodes, a->key_file, a->link, *kv, a->ctx);
+        auto exec = ConnectPipeline(*b->file, a->model, a->nodes, a->key_file, a->link, *kv, a->ctx,
+                                    a->parallel, a->tp_mode == "fast");
         if (!exec.ok()) return Fail(exec.status());
         r = ComputePerplexity(**exec, ids, a->ctx, bos, 16, progress);
       }

@@ -46,11 +46,9 @@ Result<server::PipelineOptions> ClusterSetup(const ServeArgs& a) {
   SHOAL_ASSIGN_OR_RETURN(co->plan.link_dtype, planner::ParseLinkDType(link));
   SHOAL_ASSIGN_OR_RETURN(co->link_cipher, net::ParseLinkCipher(a.link_cipher));
   SHOAL_ASSIGN_OR_RETURN(co->parallel, planner::ParseParallel(a.parallel));
-  if (a.tp_mode != "exact")
-    return Errorf(
-        "--tp-mode {}: only exact is built (no dot product split across nodes, bit-identical to "
-        "one process); fast, with all-reduces of partial sums, is not",
-        a.tp_mode);
+  if (a.tp_mode != "exact" && a.tp_mode != "fast")
+    return Errorf("--tp-mode {}: exact or fast", a.tp_mode);
+  co->parallel.fast = a.tp_mode == "fast";
   co->watch.heartbeat_ms = a.heartbeat_ms;
   co->watch.suspect_ms = a.suspect_ms;
   co->watch.dead_ms = a.dead_ms;
@@ -124,7 +122,8 @@ void AddParallelOptions(CLI::App* cmd, ServeArgs* a) {
                   "nodes each that split every layer (heads, FFN columns, experts) "
                   "(default: a pipeline of every node)");
   cmd->add_option("--tp-mode", a->tp_mode,
-                  "How a split layer computes: exact (bit-identical to one process)")
+                  "How a split layer computes: exact (bit-identical to one process) or fast "
+                  "(partial sums added in member order: half the collectives, not bit-identical)")
       ->capture_default_str();
 }
 

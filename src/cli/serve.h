@@ -32,8 +32,8 @@ struct ServeArgs {
   std::string link_cipher = "aes-256-gcm";  // every node link after the handshake
   bool link_dtype_set = false;              // --link-dtype given: it overrides the cluster file's
   bool dry_run = false;
-  // A forced layout (planner/parallel.h): "tp=2,pp=2"; empty: a pipeline of every node. The
-  // split mode: exact (bit-identical to one process; the only one built so far).
+  // A forced layout (planner/parallel.h): "tp=2,pp=2"; empty: the planner's choice. The split
+  // mode: exact (bit-identical to one process) or fast (partial sums added in member order).
   std::string parallel, tp_mode = "exact";
   // Failover (docs/CLUSTER.md): spare nodes, and the failure detection thresholds.
   std::string standby;

@@ -374,7 +374,7 @@ bool SameStage(const Assignment& a, const Assignment& b) {
          x.max_model_len == y.max_model_len && x.block_size == y.block_size &&
          x.kv_dtype == y.kv_dtype && x.max_batched_tokens == y.max_batched_tokens &&
          x.link_dtype == y.link_dtype && a.manifest.Id() == b.manifest.Id() &&
-         a.tp_rank == b.tp_rank && a.tp_size() == b.tp_size();
+         a.tp_rank == b.tp_rank && a.tp_size() == b.tp_size() && a.tp_fast == b.tp_fast;
 }
 
 }  // namespace
@@ -431,7 +431,7 @@ Status NodeAgent::Impl::HandleAssign(const Assignment& a, const std::shared_ptr<
   }
   SHOAL_RETURN_IF_ERROR(CheckTicket(a, ticket));
   LoadOptions lo{a.first_layer, a.last_layer};
-  lo.tp = TpShard{a.tp_rank, a.tp_size()};
+  lo.tp = TpShard{a.tp_rank, a.tp_size(), a.tp_fast};
   SHOAL_ASSIGN_OR_RETURN(auto mdl, Model::Load(*gf, lo));
   // The sizes the coordinator's engine uses (engine/engine_builder.h), so block, swap and
   // state slot ids mean the same on every stage.

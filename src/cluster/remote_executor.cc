@@ -154,6 +154,7 @@ Status AssignLayers(Cluster& cl, const ClusterOptions& opts, std::vector<std::st
     const std::vector<int32_t> members = StageNodes(st);
     if (members.size() > 1)
       for (int32_t m : members) a.tp_peers.push_back(address(m));
+    a.tp_fast = st.tp_fast;
     for (size_t k = 0; k < members.size(); ++k) {
       const auto node = static_cast<size_t>(members[k]);
       stage_of[node] = static_cast<int32_t>(i);

@@ -68,6 +68,7 @@ std::vector<uint8_t> EncodeAssign(const Assignment& a) {
   w.U32(static_cast<uint32_t>(a.tp_rank));
   w.U32(static_cast<uint32_t>(a.tp_peers.size()));
   for (const std::string& n : a.tp_peers) w.String(n);
+  w.U8(a.tp_fast ? 1 : 0);
   PutManifest(w, a.manifest);
   return out;
 }
@@ -148,6 +149,10 @@ Result<Assignment> DecodeAssign(std::span<const uint8_t> payload) {
   if (rank >= static_cast<uint32_t>(a.tp_size()))
     return Errorf("member {} of a group of {}", rank, a.tp_size());
   a.tp_rank = static_cast<int32_t>(rank);
+  uint8_t fast = 0;
+  SHOAL_RETURN_IF_ERROR(r.U8(&fast, "tp mode"));
+  if (fast > 1) return Errorf("unknown tensor-parallel mode {}", fast);
+  a.tp_fast = fast == 1;
   SHOAL_RETURN_IF_ERROR(GetManifest(r, &a.manifest));
   SHOAL_RETURN_IF_ERROR(r.ExpectEnd("assignment"));
   for (int i = 0; i < 9; ++i)

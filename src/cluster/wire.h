@@ -45,6 +45,7 @@ struct Assignment {
   // tp_peers.size() nodes ("host:port" in member order; empty for a stage on one node).
   int32_t tp_rank = 0;
   std::vector<std::string> tp_peers;
+  bool tp_fast = false;  // TpShard::fast
   int32_t tp_size() const { return tp_peers.empty() ? 1 : static_cast<int32_t>(tp_peers.size()); }
   ModelManifest manifest;  // tensor hashes the node checks (and fetches by) its file
 };

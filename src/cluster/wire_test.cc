@@ -75,12 +75,14 @@ TEST(Wire, AssignmentCarriesTheGroup) {
   a.next_nodes = {"127.0.0.1:9001", "127.0.0.1:9002"};
   a.tp_peers = {"127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"};
   a.tp_rank = 2;
+  a.tp_fast = true;
   auto back = DecodeAssign(EncodeAssign(a));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->next_nodes, a.next_nodes);
   EXPECT_EQ(back->tp_peers, a.tp_peers);
   EXPECT_EQ(back->tp_rank, 2);
   EXPECT_EQ(back->tp_size(), 3);
+  EXPECT_TRUE(back->tp_fast);
   a.tp_rank = 3;  // past the group
   EXPECT_FALSE(DecodeAssign(EncodeAssign(a)).ok());
   a.tp_rank = 0;

@@ -140,6 +140,7 @@ Result<Plan> MakeParallelPlan(const ModelProfile& profile,
             st.last_layer, FormatMiB(limit));
     }
     st.mem_limit = nodes[static_cast<size_t>(first)].mem_limit;
+    st.tp_fast = par.fast;
   }
   return plan;
 }
@@ -160,8 +161,8 @@ std::string FormatGroups(const Plan& plan) {
     const Stage& st = plan.stages[s];
     const int t = static_cast<int>(st.members.size());
     if (t <= 1) continue;
-    out += fmt::format("stage {}: layers [{}, {}) split over {} members (exact)\n", s,
-                       st.first_layer, st.last_layer, t);
+    out += fmt::format("stage {}: layers [{}, {}) split over {} members ({})\n", s, st.first_layer,
+                       st.last_layer, t, st.tp_fast ? "fast" : "exact");
     for (int k = 0; k < t; ++k)
       out += fmt::format(
           "  member {} {}: {} MiB planned; {}\n", k, st.member_names[static_cast<size_t>(k)],

@@ -20,6 +20,9 @@ struct Parallel {
   // Experts split over the members of each group (expert parallel): 0 (= tp) or tp; the MoE
   // layers of a split stage always place whole experts on members.
   int ep = 0;
+  // `--tp-mode fast`: split stages add partial sums (TpShard::fast) instead of gathering whole
+  // dot products.
+  bool fast = false;
 };
 
 // "tp=2,pp=2", "tp=4", "pp=3", "tp=2,pp=1,ep=2"; an empty string is the default {1, 0}.

@@ -21,6 +21,7 @@ struct Stage {
   std::vector<std::string> member_names;   // [member] node names
   std::vector<std::string> member_slices;  // [member] planner::MemberSlices
   std::vector<StageMemory> member_mem;     // [member] planner::MemberMemory
+  bool tp_fast = false;                    // split in fast mode (planner::Parallel::fast)
 
   std::string node_name;
   int32_t first_layer = 0;  // [first_layer, last_layer)

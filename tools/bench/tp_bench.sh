@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One stream's decode speed on this machine: one node process (1 thread) vs a TP=2 group of two
-# node processes (1 thread each, --parallel tp=2) vs a PP=2 pipeline of the same two nodes, and
-# one process with 2 threads. Prints the median time per output token (TPOT) of each, in turn,
+# node processes (1 thread each, --parallel tp=2, exact and fast) vs a PP=2 pipeline of the same
+# two nodes, and one process with 2 threads. Prints the median time per output token (TPOT) of each, in turn,
 # REPEAT rounds, then the ratios of the medians over the rounds.
 # Usage: tools/bench/tp_bench.sh SHOAL MODEL [REPEAT]
 set -euo pipefail
@@ -28,6 +28,7 @@ for r in $(seq 1 "$REPEAT"); do
   a=$(node "a$r"); b=$(node "b$r")
   [ -n "${ONLY_TP:-}" ] || run "1 node x 1 thread" one.log -t 1 --nodes "$a" --cluster-key-file "$W/key"
   run "tp=2 x 1 thread" tp.log -t 1 --nodes "$a,$b" --cluster-key-file "$W/key" --parallel tp=2
+  run "tp=2 fast x 1 thread" tpf.log -t 1 --nodes "$a,$b" --cluster-key-file "$W/key" --parallel tp=2 --tp-mode fast
   [ -n "${ONLY_TP:-}" ] || run "pp=2 x 1 thread" pp.log -t 1 --nodes "$a,$b" --cluster-key-file "$W/key" --parallel pp=2
   kill "$(cat "$W/a$r.pid")" "$(cat "$W/b$r.pid")" 2>/dev/null || true
   [ -n "${ONLY_TP:-}" ] || run "1 process x 2 threads" local.log -t 2
@@ -45,4 +46,5 @@ tp = m["tp=2 x 1 thread"]
 print(f"tp=2 speed-up over 1 node x 1 thread:     {m['1 node x 1 thread'] / tp:.2f}x")
 print(f"tp=2 speed-up over pp=2 x 1 thread:       {m['pp=2 x 1 thread'] / tp:.2f}x")
 print(f"tp=2 speed-up over 1 process x 2 threads: {m['1 process x 2 threads'] / tp:.2f}x")
+print(f"tp=2 fast speed-up over tp=2 exact:       {tp / m['tp=2 fast x 1 thread']:.2f}x")
 PY

@@ -31,12 +31,15 @@ struct LayerWeights {
   MatrixView gate, up, down;               // [n_ff, n_embd] x2, [n_embd, n_ff] (dense layers)
   bool moe = false;
   MoeWeights experts;  // MoE layers (Mixtral-style llama, qwen3moe)
+  // Fast tensor parallel: this member's input columns of wo and down, copied (TpShard::fast).
+  std::vector<uint8_t> wo_cols, down_cols;
 };
 
 // Scratch activations, grown to the largest batch seen (no allocation in steady state).
 struct Workspace {
   std::vector<float> xn, q, k, v, att, tmp, gate, up;
   std::vector<float> att_all, part, ffh;  // tensor parallel: gathered att, a slice's output, FFN
+  std::vector<float> sum;                 // fast mode: the members' partial sums
   std::vector<float> attn_scratch;        // per thread: max(n_kv, dv) floats
   std::vector<float> rope;                // [n_rows, n_rot] (cos, sin) pairs
   kernels::MatMulScratch mm;
@@ -63,8 +66,11 @@ class LlamaFamily final : public Model {
   int64_t CacheVDim() const override { return kvh_.count * hp_.head_dim_v; }
   // Sets this member's slices (the whole model when not split).
   void SetShard();
-  // y [n, E] = the output or down projection w (this member's rows of it) of x [n, w.cols].
+  // y [n, E] = the output or down projection w of x [n, w.cols]: this member's rows of it,
+  // gathered; or in fast mode its columns, the partial sums added over the members.
   void ProjectEmbd(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+  // Fast mode: wo and down cut to this member's input columns.
+  Status CutColumns(LayerWeights& L);
 
   kernels::RopeParams rope_;
   MoeConfig moe_;
@@ -84,7 +90,9 @@ void LlamaFamily::SetShard() {
   kvh_ = qh_.count == 0 ? Slice{0, 0}
                         : Slice{qh_.first / group, (qh_.end() - 1) / group + 1 - qh_.first / group};
   emb_ = SliceOf(hp.n_embd, T, r);
-  ff_ = SliceOf(hp.n_ff, T, r);
+  // Fast mode cuts down's columns by the FFN slice: whole quant blocks (256 covers every type).
+  const int64_t unit = !tp_.fast ? 1 : hp.n_ff % 256 == 0 ? 256 : hp.n_ff % 32 == 0 ? 32 : 1;
+  ff_ = UnitSliceOf(hp.n_ff, T, r, unit);
   att_g_.SetCols(SliceWidths(hp.n_head, T, hp.head_dim_v), r);
   emb_g_.SetCols(SliceWidths(hp.n_embd, T), r);
   ff_g_.SetCols(SliceWidths(hp.n_ff, T), r);
@@ -119,7 +127,7 @@ Status LlamaFamily::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
     L.wq = RowSlice(L.wq, q_rows);
     L.wk = RowSlice(L.wk, k_rows);
     L.wv = RowSlice(L.wv, v_rows);
-    L.wo = RowSlice(L.wo, emb_);
+    if (!tp_.fast) L.wo = RowSlice(L.wo, emb_);
     cut(L.bq, q_rows);
     cut(L.bk, k_rows);
     cut(L.bv, v_rows);
@@ -137,8 +145,10 @@ Status LlamaFamily::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
       SHOAL_ASSIGN_OR_RETURN(L.down, LoadMatrix(f, n("ffn_down.weight"), hp.n_ff, E));
       L.gate = RowSlice(L.gate, ff_);
       L.up = RowSlice(L.up, ff_);
-      L.down = RowSlice(L.down, emb_);
+      if (!tp_.fast) L.down = RowSlice(L.down, emb_);
     }
+    if (split() && tp_.fast)
+      SHOAL_RETURN_IF_ERROR(CutColumns(L).Annotate(fmt::format("{}: layer {}", f.path(), il)));
     layers_.push_back(std::move(L));
   }
   if (hp.head_dim_k > 1024 || hp.head_dim_v > 1024)
@@ -150,6 +160,11 @@ Status LlamaFamily::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
       for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
         if (m->rows > 0) ms.push_back(m);
     SHOAL_RETURN_IF_ERROR(PretileMatrices(f, ms, &pretiled_));
+    // Fast mode's column copies now live in the arena too: free the copies.
+    for (LayerWeights& L : layers_)
+      for (auto [m, cols] : {std::pair{&L.wo, &L.wo_cols}, std::pair{&L.down, &L.down_cols}})
+        if (!cols->empty() && (m->data < cols->data() || m->data >= cols->data() + cols->size()))
+          std::vector<uint8_t>().swap(*cols);
   }
 
   if (hp.n_expert > 0 && hp.n_expert_shared > 0)
@@ -260,7 +275,7 @@ void LlamaFamily::BeginStep(const Batch& b) {
   Grow(ws_.up, nr * ff_.count);
   if (split()) {
     Grow(ws_.att_all, nr * hp.n_head * hp.head_dim_v);
-    Grow(ws_.part, nr * emb_.count);
+    Grow(ws_.part, nr * (tp_.fast ? E : emb_.count));
     Grow(ws_.ffh, nr * hp.n_ff);
   }
   Grow(ws_.rope, nr * hp.n_rot);
@@ -271,10 +286,33 @@ void LlamaFamily::BeginStep(const Batch& b) {
                          &ws_.rope[static_cast<size_t>((c.row0 + i) * hp.n_rot)]);
 }
 
+Status LlamaFamily::CutColumns(LayerWeights& L) {
+  const int64_t hdv = hp_.head_dim_v;
+  SHOAL_ASSIGN_OR_RETURN(L.wo, ColumnSlice(L.wo, {qh_.first * hdv, qh_.count * hdv}, &L.wo_cols));
+  if (!L.moe) {
+    SHOAL_ASSIGN_OR_RETURN(L.down, ColumnSlice(L.down, ff_, &L.down_cols));
+  }
+  return Status::Ok();
+}
+
 void LlamaFamily::ProjectEmbd(const MatrixView& w, const float* x, int64_t n, float* y,
                               ThreadPool* pool) {
   if (!split()) {
     MatMul(w, x, n, y, pool);
+    return;
+  }
+  if (tp_.fast) {
+    // [n, this member's input columns] -> partial [n, E], summed over the members in order.
+    if (w.cols > 0) {
+      MatMul(w, x, n, ws_.part.data(), pool);
+    } else {
+      std::fill(ws_.part.begin(), ws_.part.begin() + n * hp_.n_embd, 0.f);
+    }
+    if (Status s = AllReduceSum(*comm(), tp_.size, ws_.part.data(), n * hp_.n_embd, y, &ws_.sum);
+        !s.ok()) {
+      FailStep(std::move(s));
+      std::fill(y, y + n * hp_.n_embd, 0.f);
+    }
     return;
   }
   // [n, w.cols] -> this member's embedding columns [n, emb_.count] -> gathered [n, E]
@@ -316,7 +354,7 @@ void LlamaFamily::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* 
   Attention(L, li, b, kv, pool);
   // [n, n_head * head_dim_v] (gathered from the members' heads) -> [n, E]
   const float* att = ws_.att.data();
-  if (split()) {
+  if (split() && !tp_.fast) {
     Gather(att_g_, att, n, ws_.att_all.data());
     att = ws_.att_all.data();
   }
@@ -339,7 +377,7 @@ void LlamaFamily::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* 
     MatMul(L.up, xn, n, ws_.up.data(), pool);
     kernels::SwiGlu(ws_.gate.data(), ws_.up.data(), ws_.gate.data(), n * nf);
     const float* h = ws_.gate.data();
-    if (split()) {
+    if (split() && !tp_.fast) {
       Gather(ff_g_, h, n, ws_.ffh.data());  // [n, n_ff]
       h = ws_.ffh.data();
     }
