@@ -2,7 +2,7 @@
 # One stream's decode speed on this machine: one node process (1 thread) vs a TP=2 group of two
 # node processes (1 thread each, --parallel tp=2, exact and fast) vs a PP=2 pipeline of the same
 # two nodes, and one process with 2 threads. Prints the median time per output token (TPOT) of each, in turn,
-# REPEAT rounds, then the ratios of the medians over the rounds.
+# REPEAT rounds, then the ratios of the medians over the rounds (ONLY_TP=1: the tp=2 layouts only).
 # Usage: tools/bench/tp_bench.sh SHOAL MODEL [REPEAT]
 set -euo pipefail
 SHOAL=$1 MODEL=$2 REPEAT=${3:-3}
@@ -43,8 +43,8 @@ m = {k: statistics.median(v) for k, v in d.items()}
 for k, v in d.items():
     print(f"{k:28s} median {m[k]:7.2f} ms/token  (min {min(v):.2f}, max {max(v):.2f}, n {len(v)})")
 tp = m["tp=2 x 1 thread"]
-print(f"tp=2 speed-up over 1 node x 1 thread:     {m['1 node x 1 thread'] / tp:.2f}x")
-print(f"tp=2 speed-up over pp=2 x 1 thread:       {m['pp=2 x 1 thread'] / tp:.2f}x")
-print(f"tp=2 speed-up over 1 process x 2 threads: {m['1 process x 2 threads'] / tp:.2f}x")
+for other in ("1 node x 1 thread", "pp=2 x 1 thread", "1 process x 2 threads"):
+    if other in m:
+        print(f"tp=2 speed-up over {other + ':':24s} {m[other] / tp:.2f}x")
 print(f"tp=2 fast speed-up over tp=2 exact:       {tp / m['tp=2 fast x 1 thread']:.2f}x")
 PY
