@@ -20,18 +20,6 @@ chmod 600 "$TMP/key" "$TMP/otherkey"
 "$SHOAL" synth --preset tiny --layers 8 --type q8_0 --seed 5 -o "$TMP/models/m.gguf" > /dev/null 2>&1
 MODEL=$TMP/models/m.gguf
 
-# Four requests at once (so steps are cut into micro-batches): greedy and seeded texts.
-ask() {
-  local out=$1
-  : > "$out"
-  local cp=()
-  for i in 0 1 2 3; do
-    curl -s -m 120 "127.0.0.1:$PORT/v1/completions" -d "{\"prompt\":\"Story number $i begins\",\"max_tokens\":24,\"temperature\":$([ $i -lt 2 ] && echo 0 || echo 0.8),\"seed\":$i,\"ignore_eos\":true}" > "$TMP/r$i" &
-    cp+=($!)
-  done
-  wait "${cp[@]}"
-  for i in 0 1 2 3; do python3 -c "import json; print(json.load(open('$TMP/r$i'))['choices'][0]['text'].encode().hex())" >> "$out" 2>/dev/null || echo "bad response $i" >> "$out"; done
-}
 
 serve local.log || { echo "local server failed"; cat "$TMP/local.log"; exit 1; }
 ask "$TMP/want"

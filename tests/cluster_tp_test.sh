@@ -26,17 +26,6 @@ ln -s "$SHARED/models/tiny/qwen3moe-q8_0.gguf" "$TMP/models/moe.gguf"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/key"
 chmod 600 "$TMP/key"
 
-# Four requests at once (greedy and seeded), their texts hex-encoded one per line.
-ask() {
-  local out=$1 n=${2:-24} cp=()
-  : > "$out"
-  for i in 0 1 2 3; do
-    curl -s -m 120 "127.0.0.1:$PORT/v1/completions" -d "{\"prompt\":\"Story number $i begins\",\"max_tokens\":$n,\"temperature\":$([ $i -lt 2 ] && echo 0 || echo 0.8),\"seed\":$i,\"ignore_eos\":true}" > "$TMP/r$i" &
-    cp+=($!)
-  done
-  wait "${cp[@]}"
-  for i in 0 1 2 3; do python3 -c "import json; print(json.load(open('$TMP/r$i'))['choices'][0]['text'].encode().hex())" >> "$out" 2>/dev/null || echo "bad response $i" >> "$out"; done
-}
 nodes() {  # K PREFIX -> K node addresses, comma-separated
   local list="" i
   for i in $(seq 1 "$1"); do list="$list,$(node "$2$i")"; done

@@ -33,17 +33,6 @@ wait_http() {
   done
   return 1
 }
-# Four requests at once, greedy and seeded.
-ask() {
-  local out=$1 cp=()
-  : > "$out"
-  for i in 0 1 2 3; do
-    curl -s -m 60 "127.0.0.1:$PORT/v1/completions" -d "{\"prompt\":\"Story number $i begins\",\"max_tokens\":24,\"temperature\":$([ $i -lt 2 ] && echo 0 || echo 0.8),\"seed\":$i,\"ignore_eos\":true}" > "$TMP/r$i" &
-    cp+=($!)
-  done
-  wait "${cp[@]}"
-  for i in 0 1 2 3; do python3 -c "import json; print(json.load(open('$TMP/r$i'))['choices'][0]['text'].encode().hex())" >> "$out" 2>/dev/null || echo "bad response $i" >> "$out"; done
-}
 node_pids() { grep -o 'shoal cluster: node[0-9]* (pid [0-9]*)' "$1" | grep -o 'pid [0-9]*' | grep -o '[0-9]*'; }
 # A process counts as gone once it is not running: a killed orphan may stay a zombie until the
 # system's init (here perhaps no reaper at all) collects it.

@@ -43,3 +43,16 @@ serve() {
   done
   return 1
 }
+
+# ask OUT [MAX_TOKENS]: four requests at once to $PORT (so steps are cut into micro-batches), two
+# greedy and two seeded; their texts hex-encoded in OUT, one per line ("bad response I" if not).
+ask() {
+  local out=$1 n=${2:-24} cp=() i
+  : > "$out"
+  for i in 0 1 2 3; do
+    curl -s -m 120 "127.0.0.1:$PORT/v1/completions" -d "{\"prompt\":\"Story number $i begins\",\"max_tokens\":$n,\"temperature\":$([ $i -lt 2 ] && echo 0 || echo 0.8),\"seed\":$i,\"ignore_eos\":true}" > "$TMP/r$i" &
+    cp+=($!)
+  done
+  wait "${cp[@]}"
+  for i in 0 1 2 3; do python3 -c "import json; print(json.load(open('$TMP/r$i'))['choices'][0]['text'].encode().hex())" >> "$out" 2>/dev/null || echo "bad response $i" >> "$out"; done
+}
