@@ -81,6 +81,10 @@ pf=$(ppl --nodes "$(nodes 2 ppl-f)" --cluster-key-file "$TMP/key" --parallel tp=
 pf2=$(ppl --nodes "$(nodes 2 ppl-g)" --cluster-key-file "$TMP/key" --parallel tp=2 --tp-mode fast)
 echo "     perplexity: one process $p1, tp=2 exact $pe, tp=2 fast $pf and $pf2"
 check "perplexity, tp=2 exact: equal to one process" '[ -n "$p1" ] && [ "$p1" = "$pe" ]'
+"$SHOAL" perplexity -m "$TMP/models/moe.gguf" -f "$SHARED/testdata/golden/ppl_story.txt" -c 128 \
+  -t 1 --expert-load > "$TMP/eload" 2>/dev/null
+check "perplexity --expert-load: the busiest member's share for 2, 4, 8 members" \
+  '[ $(grep -cE "^[248] +[0-9.]+ \([0-9.]+\) +[0-9.]+ \([0-9.]+\) +[0-9.]+ \([0-9.]+\)" "$TMP/eload") -eq 3 ]'
 check "perplexity, tp=2 fast: the same on two groups, within 0.1% of one process" \
   '[ -n "$pf" ] && [ "$pf" = "$pf2" ] && python3 -c "import sys; sys.exit(abs($pf / $p1 - 1) > 1e-3)"'
 

@@ -1,4 +1,5 @@
 // `shoal perplexity`: llama-perplexity's chunked perplexity of a text file.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -6,6 +7,7 @@
 #include "cluster/remote_executor.h"
 #include "engine/perplexity.h"
 #include "io/mapped_file.h"
+#include "planner/expert_placement.h"
 #include "planner/model_profile.h"
 #include "threading/thread_pool.h"
 
@@ -39,6 +41,45 @@ Result<std::unique_ptr<Executor>> ConnectPipeline(const gguf::File& file, const 
       std::make_unique<cluster::RemoteExecutor>(std::move(cl), prof.hp.n_vocab, prof.hp.n_embd));
 }
 
+// `--expert-load`: how evenly expert parallelism over 2, 4 and 8 members would spread the rows
+// this text routed: the busiest member's load over the mean, averaged over the MoE layers (the
+// worst layer in brackets), for the runtime's contiguous ranges, for a balanced placement, and
+// for a balanced one with one redundant copy of a hot expert per member.
+void PrintExpertLoad(const Model& m) {
+  std::vector<const std::vector<int64_t>*> layers;
+  for (const auto& l : m.ExpertLoad())
+    if (!l.empty()) layers.push_back(&l);
+  if (layers.empty()) {
+    std::printf("expert load: the model counts no routed experts\n");
+    return;
+  }
+  std::printf("expert load over %zu MoE layers: busiest member / mean (mean over layers, worst)\n",
+              layers.size());
+  std::printf("%-8s %-22s %-22s %-22s\n", "members", "contiguous (runtime)", "balanced",
+              "balanced + 1 copy each");
+  for (int members : {2, 4, 8}) {
+    if (members > static_cast<int>(layers[0]->size())) break;
+    std::string row = std::to_string(members);
+    row.resize(8, ' ');
+    for (int kind = 0; kind < 3; ++kind) {
+      double sum = 0, worst = 0;
+      for (const auto* l : layers) {
+        auto p = kind == 0 ? planner::PlaceContiguous(*l, members)
+                           : planner::PlaceBalanced(*l, members, kind == 1 ? 0 : members);
+        const double r = p.ok() ? p->busiest_over_mean : 0;
+        sum += r;
+        worst = std::max(worst, r);
+      }
+      char cell[64];
+      std::snprintf(cell, sizeof cell, " %.3f (%.3f)", sum / static_cast<double>(layers.size()),
+                    worst);
+      row += cell;
+      row.resize(8 + 23 * static_cast<size_t>(kind + 1), ' ');
+    }
+    std::printf("%s\n", row.c_str());
+  }
+}
+
 }  // namespace
 
 void AddPerplexityCommand(CLI::App& app, Runner* runner) {
@@ -47,6 +88,7 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner) {
   struct Args {
     std::string model, file, kv_type = "f16", nodes, key_file, link = "f32", parallel,
                              tp_mode = "exact";
+    bool expert_load = false;
     int ctx = 512, threads = 0;
   };
   auto a = std::make_shared<Args>();
@@ -61,6 +103,9 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--link-dtype", a->link, "Activations between stages: f32, f16 or q8_0")
       ->capture_default_str();
   cmd->add_option("--parallel", a->parallel, "With --nodes: a forced layout, tp=T,pp=P");
+  cmd->add_flag("--expert-load", a->expert_load,
+                "Without --nodes: report how evenly expert parallelism would spread the experts "
+                "this text routes to");
   cmd->add_option("--tp-mode", a->tp_mode, "With --parallel: exact or fast")
       ->check(CLI::IsMember({"exact", "fast"}))
       ->capture_default_str();
@@ -93,6 +138,7 @@ void AddPerplexityCommand(CLI::App& app, Runner* runner) {
       std::printf("\nFinal estimate: PPL = %.4f +/- %.5f (%d chunks of %d tokens, %lld scored)\n",
                   r->ppl, r->stderr_ppl, r->n_chunks, r->n_ctx,
                   static_cast<long long>(r->n_scored));
+      if (a->expert_load && a->nodes.empty()) PrintExpertLoad(*b->model);
       return 0;
     };
   });

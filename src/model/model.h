@@ -73,6 +73,10 @@ class Model {
   void SetTpComm(TpComm* comm) { comm_.Set(comm); }
   // The collectives' cost so far (a tensor-parallel member; zeros otherwise).
   const TpStats& tp_stats() const { return comm_.stats(); }
+  // [local layer][expert]: the rows routed to each expert so far (empty for a layer without
+  // routed experts, or an architecture that does not count them): the trace expert placement
+  // is planned from (planner/expert_placement.h).
+  const std::vector<std::vector<int64_t>>& ExpertLoad() const { return expert_load_; }
 
   // Runs layers [first, last) over the batch. The first stage embeds batch.tokens; later
   // stages read hidden_in [HiddenPlanes(first)][n_rows][n_embd]. Before the call, every
@@ -126,6 +130,7 @@ class Model {
   std::vector<float> output_norm_;
   WeightArena pretiled_;  // the matrices PretileMatrices laid out
   TpShard tp_;
+  std::vector<std::vector<int64_t>> expert_load_;  // ExpertLoad
 
  private:
   // Takes hp and the layer range of opt ([first_layer, last_layer), -1 = to the end), checked.

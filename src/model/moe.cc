@@ -85,7 +85,7 @@ Result<MoeWeights> LoadMoeWeights(const gguf::File& f, int il, int64_t n_router_
 
 void RunMoe(const MoeConfig& cfg, const MoeWeights& w, const float* xr, int64_t ldr, const float* x,
             int64_t ldx, int64_t n, float* out, ThreadPool* pool, MoeScratch* s,
-            const MoeShard* shard) {
+            const MoeShard* shard, int64_t* routed) {
   const int64_t NE = cfg.n_expert, K = cfg.n_used, D = w.down.first.rows;
   Grow(s->logits, n * NE);
   Grow(s->chosen, n * K);
@@ -131,6 +131,8 @@ void RunMoe(const MoeConfig& cfg, const MoeWeights& w, const float* xr, int64_t 
     if (cfg.scale != 0.f && cfg.scale != 1.f)
       for (int64_t k = 0; k < K; ++k) wt[k] *= cfg.scale;
   }
+  if (routed)
+    for (int64_t e = 0; e < NE; ++e) routed[e] += s->offsets[e + 1];
   // Group (row, k) slots by expert, rows ascending inside an expert.
   for (int64_t e = 0; e < NE; ++e) s->offsets[e + 1] += s->offsets[e];
   {

@@ -74,9 +74,10 @@ struct MoeShard {
 // out[n, n_in] = sum over the top-k experts of w_k * expert_k(x), summed in top-k order like
 // llama.cpp (((e0 w0) + e1 w1) + ...). xr [n, ldr]: router input; x [n, ldx]: expert input.
 // Each row's result is independent of the other rows (MatMul is per-row exact), so grouping
-// tokens by expert keeps batch invariance.
+// tokens by expert keeps batch invariance. routed (n_expert counters, when given) adds the rows
+// each expert was chosen for (Model::ExpertLoad).
 void RunMoe(const MoeConfig& cfg, const MoeWeights& w, const float* xr, int64_t ldr, const float* x,
             int64_t ldx, int64_t n, float* out, ThreadPool* pool, MoeScratch* s,
-            const MoeShard* shard = nullptr);
+            const MoeShard* shard = nullptr, int64_t* routed = nullptr);
 
 }  // namespace shoal

@@ -153,6 +153,7 @@ Status LlamaFamily::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
     }
     if (split() && tp_.fast)
       SHOAL_RETURN_IF_ERROR(CutColumns(L).Annotate(fmt::format("{}: layer {}", f.path(), il)));
+    expert_load_.emplace_back(L.moe ? static_cast<size_t>(hp.n_expert) : 0, 0);
     layers_.push_back(std::move(L));
   }
   if (hp.head_dim_k > 1024 || hp.head_dim_v > 1024)
@@ -373,7 +374,7 @@ void LlamaFamily::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* 
     Status moe_status;
     const MoeShard shard{comm(), tp_.rank, tp_.size, &moe_status};
     RunMoe(moe_, L.experts, xn, E, xn, E, n, ws_.tmp.data(), pool, &ws_.moe,
-           split() ? &shard : nullptr);
+           split() ? &shard : nullptr, expert_load_[static_cast<size_t>(li)].data());
     if (!moe_status.ok()) FailStep(std::move(moe_status));
   } else {
     const int64_t nf = ff_.count;
