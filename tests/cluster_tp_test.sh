@@ -56,7 +56,7 @@ for name in s moe; do
     check "$name, $par: same tokens as one process (greedy and seeded)" 'cmp -s "$TMP/$name-want" "$TMP/$name-got-$par"'
     check "$name, $par: $pp stage(s) of $tp members each" '[ $(grep -c "split over $tp members (exact)" "$TMP/$name-$par.log") -eq $pp ]'
     check "$name, $par: /v1/cluster shows every member with its slices and collectives" \
-      "python3 -c \"import json,sys; j=json.load(open('\$TMP/$name-cluster-$par.json')); m=[x for s in j['stages'] for x in s['members']]; assert len(m) == $tp * $pp and all(x['slices'].startswith('heads') and x['collective_calls_total'] > 0 and x['collective_bytes_per_token'] > 0 for x in m), m\""
+      "python3 -c \"import json,sys; j=json.load(open('\$TMP/$name-cluster-$par.json')); m=[x for s in j['stages'] for x in s['members']]; assert len(m) == $tp * $pp and all(x['slices'].startswith('heads') and x['collective_calls_total'] > 0 and x['collective_bytes_per_token'] > 0 and x['busy_fraction'] > 0 for x in m), m\""
     check "$name, $par: shoal status lists the members" '[ $(grep -c "^  member" "$TMP/$name-status-$par") -eq $((tp * pp)) ]'
   done
 done

@@ -16,12 +16,13 @@ void PrintMembers(const nlohmann::json& members) {
   for (const auto& m : members) {
     const double tokens = std::max(1.0, m.value("tokens_total", 0.0));
     std::printf(
-        "  member %lld %-16s %-22s RSS %.1f MiB; busy %.3f s, collectives %.3f ms and "
-        "%.0f bytes per token\n    %s\n",
+        "  member %lld %-16s %-22s RSS %.1f MiB; busy %.1f%% (collectives %.1f%%); "
+        "collectives %.3f ms and %.0f bytes per token\n    %s\n",
         static_cast<long long>(m.value("member", 0)), m.value("node", "?").c_str(),
         m.value("address", "?").c_str(), m.value("mem_rss_bytes", 0.0) / 1048576.0,
-        m.value("busy_seconds_total", 0.0), m.value("collective_ms_per_token", 0.0),
-        m.value("collective_bytes_in_total", 0.0) / tokens, m.value("slices", "").c_str());
+        100.0 * m.value("busy_fraction", 0.0), 100.0 * m.value("collective_fraction", 0.0),
+        m.value("collective_ms_per_token", 0.0), m.value("collective_bytes_in_total", 0.0) / tokens,
+        m.value("slices", "").c_str());
   }
 }
 

@@ -482,6 +482,7 @@ FailoverStats FailoverExecutor::stats() const {
     states = inner_->LinkStates();
     const std::vector<ProcessMemory> mem = inner_->LinkMemory();  // [node of the plan]
     const std::vector<NodeLoad> load = inner_->LinkLoad();
+    const std::vector<NodeLoadRate> rate = inner_->LinkLoadRates();
     for (const planner::Stage& st : stats_.plan.stages) {
       auto at = [](const auto& v, int32_t i) {
         return i >= 0 && static_cast<size_t>(i) < v.size()
@@ -491,9 +492,11 @@ FailoverStats FailoverExecutor::stats() const {
       out.stage_memory.push_back(at(mem, st.node));
       out.member_memory.emplace_back();
       out.member_load.emplace_back();
+      out.member_rate.emplace_back();
       for (int32_t n : StageNodes(st)) {
         out.member_memory.back().push_back(at(mem, n));
         out.member_load.back().push_back(at(load, n));
+        out.member_rate.back().push_back(at(rate, n));
       }
     }
   }

@@ -39,6 +39,7 @@ struct FailoverStats {
   std::vector<std::vector<std::string>> member_addresses;
   std::vector<std::vector<ProcessMemory>> member_memory;
   std::vector<std::vector<NodeLoad>> member_load;
+  std::vector<std::vector<NodeLoadRate>> member_rate;  // over the last 10 s
 };
 
 }  // namespace shoal::cluster

@@ -49,7 +49,8 @@ LinkWatch::LinkWatch(std::vector<std::shared_ptr<net::Conn>> conns, std::vector<
       monitor_(std::move(*net::HeartbeatMonitor::Create(&clock_, MonitorConfig(config)))),
       results_(conns_.size()),
       memory_(conns_.size()),
-      load_(conns_.size()) {
+      load_(conns_.size()),
+      windows_(conns_.size()) {
   names_.resize(conns_.size());
   for (size_t i = 0; i < conns_.size(); ++i) monitor_.Add(std::to_string(i));
   for (size_t i = 0; i < conns_.size(); ++i) threads_.emplace_back([this, i] { Serve(i); });
@@ -104,6 +105,10 @@ void LinkWatch::Serve(size_t i) {
           if (h.ok()) {
             memory_[i] = h->mem;
             load_[i] = h->load;
+            windows_[i].Push(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count(),
+                             h->load);
           }
         }
       }
@@ -150,6 +155,13 @@ Result<LinkWatch::Control> LinkWatch::NextControl(int64_t timeout_ms) {
   Control c = std::move(controls_.front());
   controls_.pop_front();
   return c;
+}
+
+std::vector<NodeLoadRate> LinkWatch::LoadRates() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<NodeLoadRate> out;
+  for (const NodeLoadWindow& w : windows_) out.push_back(w.Rate());
+  return out;
 }
 
 std::vector<NodeLoad> LinkWatch::Load() const {

@@ -65,6 +65,8 @@ class LinkWatch {
   std::vector<ProcessMemory> Memory() const;
   // Every node's load counters from its last heartbeat answer, in link order.
   std::vector<NodeLoad> Load() const;
+  // Every node's load over the last 10 s, from its heartbeat answers, in link order.
+  std::vector<NodeLoadRate> LoadRates() const;
   // Why the first dead link is dead; "" while all live.
   std::string DeadReason() const;
   // Shuts every link down and joins the threads (idempotent).
@@ -90,6 +92,7 @@ class LinkWatch {
   std::deque<Control> controls_;                 // guarded by mu_
   std::vector<ProcessMemory> memory_;            // [link], guarded by mu_
   std::vector<NodeLoad> load_;                   // [link], guarded by mu_
+  std::vector<NodeLoadWindow> windows_;          // [link], guarded by mu_
   std::string dead_;                             // guarded by mu_
   bool stop_ = false;                            // guarded by mu_
   std::vector<std::thread> threads_;

@@ -128,3 +128,32 @@ TEST(LinkWatch, NoResultWithinTheTimeoutIsAnError) {
 
 }  // namespace
 }  // namespace shoal::cluster
+
+namespace shoal::cluster {
+namespace {
+
+// A node's rates come from its counters' change over the window: busy and collective fractions
+// of wall time and tokens per second; a restarted node (counters back to 0) reads as no data.
+TEST(NodeLoadWindow, RatesOverTheWindow) {
+  NodeLoadWindow w(10'000'000'000);
+  EXPECT_EQ(w.Rate().seconds, 0.0);
+  const int64_t s = 1'000'000'000;
+  w.Push(0, {0, 0, 0, 0, 0});
+  w.Push(2 * s, {200, s, s / 4, 10, 1000});
+  NodeLoadRate r = w.Rate();
+  EXPECT_DOUBLE_EQ(r.seconds, 2.0);
+  EXPECT_DOUBLE_EQ(r.busy_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(r.collective_fraction, 0.125);
+  EXPECT_DOUBLE_EQ(r.tokens_per_s, 100.0);
+  // Past the window the oldest samples go: the rate covers the last 10 s only.
+  w.Push(11 * s, {200, s, s / 4, 10, 1000});
+  w.Push(13 * s, {400, 3 * s, s / 4, 10, 1000});
+  r = w.Rate();
+  EXPECT_DOUBLE_EQ(r.seconds, 11.0);  // from the 2 s sample, the last one at or before 3 s
+  EXPECT_NEAR(r.busy_fraction, 2.0 / 11.0, 1e-12);
+  w.Push(14 * s, {0, 0, 0, 0, 0});  // the node restarted
+  EXPECT_EQ(w.Rate().seconds, 0.0);
+}
+
+}  // namespace
+}  // namespace shoal::cluster

@@ -110,6 +110,7 @@ class RemoteExecutor final : public Executor {
   std::vector<ProcessMemory> LinkMemory() const { return watch_->Memory(); }
   // Each node's load counters from its last heartbeat answer, in node order.
   std::vector<NodeLoad> LinkLoad() const { return watch_->Load(); }
+  std::vector<NodeLoadRate> LinkLoadRates() const { return watch_->LoadRates(); }
 
  private:
   struct Pending {

@@ -18,6 +18,7 @@ nlohmann::json MembersJson(const cluster::FailoverStats& s, size_t i) {
     };
     const ProcessMemory mem = get(s.member_memory);
     const cluster::NodeLoad load = get(s.member_load);
+    const cluster::NodeLoadRate rate = get(s.member_rate);
     const double tok = static_cast<double>(std::max<uint64_t>(load.tokens, 1));
     out.push_back(
         {{"member", k},
@@ -32,7 +33,10 @@ nlohmann::json MembersJson(const cluster::FailoverStats& s, size_t i) {
          {"collective_calls_total", load.collective_calls},
          {"collective_bytes_in_total", load.collective_bytes_in},
          {"collective_ms_per_token", static_cast<double>(load.collective_ns) * 1e-6 / tok},
-         {"collective_bytes_per_token", static_cast<double>(load.collective_bytes_in) / tok}});
+         {"collective_bytes_per_token", static_cast<double>(load.collective_bytes_in) / tok},
+         {"busy_fraction", rate.busy_fraction},
+         {"collective_fraction", rate.collective_fraction},
+         {"tokens_per_s", rate.tokens_per_s}});
   }
   return out;
 }
