@@ -113,10 +113,13 @@ Result<Plan> MakeParallelPlan(const ModelProfile& profile,
     if (par.pp <= 0 || par.pp >= n) return MakePlan(profile, nodes, config);
     return MakePlan(profile, {nodes.begin(), nodes.begin() + par.pp}, config);
   }
-  const int groups = std::max(1, par.pp > 0 ? std::min(par.pp, n / tp) : n / tp);
+  // No more groups than layers: a stage holds at least one.
+  const int groups =
+      std::max(1, std::min(par.pp > 0 ? std::min(par.pp, n / tp) : n / tp, profile.n_layer()));
   std::vector<measure::NodeInfo> virt;
   for (int g = 0; g < groups; ++g)
-    virt.push_back(GroupNode(nodes, static_cast<size_t>(g * tp), tp, config.process_overhead));
+    virt.push_back(GroupNode(nodes, static_cast<size_t>(g) * static_cast<size_t>(tp), tp,
+                             config.process_overhead));
   SHOAL_ASSIGN_OR_RETURN(Plan plan, MakePlan(profile, virt, config));
   const HParams& hp = profile.hp;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
