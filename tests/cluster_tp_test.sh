@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Layers split across `shoal node` processes on loopback (`--parallel tp=T,pp=P`, exact mode):
-# stories260K over tp=2, 3, 4 and tp=2,pp=2, and a qwen3moe model whose experts are split over
-# tp=2 and 4 (expert parallel) give the same greedy and seeded tokens as one process; --dry-run
+# stories260K over tp=2, 3, 4 and tp=2,pp=2, a qwen3moe model whose experts are split over tp=2
+# and 4 (expert parallel) and a deepseek2 one (MLA heads, shared experts) over tp=2 and 3 give
+# the same greedy and seeded tokens as one process; --dry-run
 # names every member's heads, columns, experts and vocabulary; /v1/cluster and `shoal status`
 # show the members and their collectives; stories260K's perplexity on exact tp=2 equals one
 # process's and fast tp=2's is reproducible; a member killed with -9 in the middle of the
@@ -17,12 +18,13 @@ cleanup() {
 }
 trap cleanup EXIT
 . "$(dirname "$0")/lib_cluster.sh"
-for m in stories260K.gguf tiny/qwen3moe-q8_0.gguf; do
+for m in stories260K.gguf tiny/qwen3moe-q8_0.gguf tiny/deepseek2-q8_0.gguf; do
   [ -f "$SHARED/models/$m" ] || { echo "SKIP: no $SHARED/models/$m"; exit 77; }
 done
 mkdir -p "$TMP/models"
 ln -s "$SHARED/models/stories260K.gguf" "$TMP/models/s.gguf"
 ln -s "$SHARED/models/tiny/qwen3moe-q8_0.gguf" "$TMP/models/moe.gguf"
+ln -s "$SHARED/models/tiny/deepseek2-q8_0.gguf" "$TMP/models/ds.gguf"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/key"
 chmod 600 "$TMP/key"
 
@@ -32,7 +34,7 @@ nodes() {  # K PREFIX -> K node addresses, comma-separated
   echo "${list#,}"
 }
 
-for name in s moe; do
+for name in s moe ds; do
   MODEL=$TMP/models/$name.gguf
   serve "$name-local.log" || { echo "local server failed"; cat "$TMP/$name-local.log"; exit 1; }
   ask "$TMP/$name-want"
@@ -40,6 +42,7 @@ for name in s moe; do
   check "$name: reference answers exist" '[ $(grep -c "^bad" "$TMP/$name-want") -eq 0 ] && [ $(wc -l < "$TMP/$name-want") -eq 4 ]'
   layouts="tp=2 tp=3 tp=4 tp=2,pp=2"
   [ $name = moe ] && layouts="tp=2 tp=4"
+  [ $name = ds ] && layouts="tp=2 tp=3"
   for par in $layouts; do
     tp=${par#tp=}; tp=${tp%%,*}; pp=1
     case $par in *pp=*) pp=${par##*pp=} ;; esac

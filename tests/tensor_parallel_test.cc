@@ -1,7 +1,7 @@
 // Exact tensor parallelism (model/tensor_parallel.h) against one process, bit for bit: every
-// llama-family tiny model split over 2, 3 and 4 in-process members on authenticated loopback
-// links (a prompt step of two sequences with every row's logits, then greedy decode steps),
-// and a member that stops mid-step fails its peers' step within the group's timeout.
+// llama-family and deepseek2 tiny model split over 2, 3 and 4 in-process members on
+// authenticated loopback links (a prompt step of two sequences with every row's logits, then greedy
+// decode steps), and a member that stops mid-step fails its peers' step within the group's timeout.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -189,7 +189,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "models/tiny/qwen3-q8_0.gguf", "models/tiny/qwen3moe-f32.gguf",
                       "models/tiny/qwen3moe-q4_0.gguf", "models/tiny/qwen3moe-q8_0.gguf",
                       "models/tiny-moe-random-f32.gguf", "models/tiny-dense256-random-q4_k_m.gguf",
-                      "models/tiny-dense256-random-q4_0.gguf"));
+                      "models/tiny-dense256-random-q4_0.gguf", "models/tiny/deepseek2-f32.gguf",
+                      "models/tiny/deepseek2-q4_0.gguf", "models/tiny/deepseek2-q8_0.gguf"));
 
 // A member that never joins the step (stopped, or its machine gone): the others' Forward fails
 // within the group's timeout instead of hanging, and the group is unusable afterwards.
@@ -220,6 +221,16 @@ TEST(ExactTpFaults, SilentMemberFailsTheStep) {
     LoadOptions opt;
     opt.tp = {0, 2};
     EXPECT_FALSE(Model::Load(**f, opt).ok());
+  }
+  const std::string ds = SharedPath("models/tiny/deepseek2-q8_0.gguf");
+  if (Exists(ds)) {  // deepseek2 splits exactly, not the fast way
+    auto f = gguf::File::Open(ds);
+    ASSERT_TRUE(f.ok());
+    LoadOptions opt;
+    opt.tp = {0, 2, /*fast=*/true};
+    EXPECT_FALSE(Model::Load(**f, opt).ok());
+    opt.tp.fast = false;
+    EXPECT_TRUE(Model::Load(**f, opt).ok());
   }
 }
 

@@ -47,10 +47,33 @@ Result<MlaWeights> LoadMlaWeights(const gguf::File& f, const HParams& hp, int il
   return w;
 }
 
+MlaWeights SliceMlaHeads(const MlaWeights& w, const HParams& hp, Slice heads, Slice emb) {
+  const int64_t hk = hp.head_dim_k_mla, vm = hp.head_dim_v_mla;
+  MlaWeights m = w;
+  const Slice q_rows{heads.first * hk, heads.count * hk},
+      v_rows{heads.first * vm, heads.count * vm};
+  if (m.wq_b.data) m.wq_b = RowSlice(m.wq_b, q_rows);
+  if (m.wq.data) m.wq = RowSlice(m.wq, q_rows);
+  m.wk_b.assign(w.wk_b.begin() + heads.first, w.wk_b.begin() + heads.end());
+  m.wv_b.assign(w.wv_b.begin() + heads.first, w.wv_b.begin() + heads.end());
+  if (m.gate.data) m.gate = RowSlice(m.gate, v_rows);
+  m.wo = RowSlice(m.wo, emb);
+  return m;
+}
+
 void RunMla(const HParams& hp, const MlaWeights& w, const MlaOptions& opt, const float* xn,
             const float* rope, const Batch& b, KvStore& kv, int32_t local_layer, float* out,
             ThreadPool* pool, MlaScratch* s) {
-  const int64_t n = b.n_rows(), E = hp.n_embd, H = hp.n_head;
+  const float* o = RunMlaHeads(hp, w, opt, xn, rope, b, kv, local_layer, pool, s);
+  const int64_t H = static_cast<int64_t>(w.wv_b.size()), vm = hp.head_dim_v_mla;
+  kernels::MatMul(w.wo, o, H * vm, b.n_rows(), out, hp.n_embd, pool, &s->mm);
+}
+
+const float* RunMlaHeads(const HParams& hp, const MlaWeights& w, const MlaOptions& opt,
+                         const float* xn, const float* rope, const Batch& b, KvStore& kv,
+                         int32_t local_layer, ThreadPool* pool, MlaScratch* s) {
+  // H: the heads w holds (a tensor-parallel member's slice, or all of them).
+  const int64_t n = b.n_rows(), E = hp.n_embd, H = static_cast<int64_t>(w.wk_b.size());
   const int64_t hk = hp.head_dim_k_mla, R = hp.kv_lora_rank, nr = hp.n_rot, nope = hk - nr;
   const int64_t dk = R + nr, vm = hp.head_dim_v_mla;  // absorbed key width, output width
   Grow(s->q, n * H * hk);
@@ -153,7 +176,7 @@ void RunMla(const HParams& hp, const MlaWeights& w, const MlaOptions& opt, const
     kernels::MatMul(w.gate, xn, E, n, s->gate.data(), H * vm, pool, &s->mm);
     for (int64_t i = 0; i < n * H * vm; ++i) s->o[i] *= Sigmoid(s->gate[i]);
   }
-  kernels::MatMul(w.wo, s->o.data(), H * vm, n, out, E, pool, &s->mm);
+  return s->o.data();
 }
 
 }  // namespace shoal

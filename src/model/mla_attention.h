@@ -11,6 +11,7 @@
 #include "kvcache/kv_store.h"
 #include "model/batch.h"
 #include "model/hparams.h"
+#include "model/tensor_parallel.h"
 #include "threading/thread_pool.h"
 
 namespace shoal {
@@ -47,5 +48,14 @@ struct MlaScratch {
 void RunMla(const HParams& hp, const MlaWeights& w, const MlaOptions& opt, const float* xn,
             const float* rope, const Batch& b, KvStore& kv, int32_t local_layer, float* out,
             ThreadPool* pool, MlaScratch* s);
+// RunMla without the output projection: the heads' outputs [n, heads x v_mla] (in s->o), for
+// the heads w holds (all, or a tensor-parallel member's: SliceMlaHeads).
+const float* RunMlaHeads(const HParams& hp, const MlaWeights& w, const MlaOptions& opt,
+                         const float* xn, const float* rope, const Batch& b, KvStore& kv,
+                         int32_t local_layer, ThreadPool* pool, MlaScratch* s);
+// A tensor-parallel member's part of w: the query rows, k_b/v_b and gate rows of `heads`, the
+// output projection's rows `emb` (embedding columns); the latent path whole (every member caches
+// the whole latent row: it is shared by all heads).
+MlaWeights SliceMlaHeads(const MlaWeights& w, const HParams& hp, Slice heads, Slice emb);
 
 }  // namespace shoal

@@ -25,6 +25,9 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOpt
   if (opt.tp.size > 1 && !m->SupportsTensorParallel())
     return Errorf("{}: architecture {} cannot be split inside a layer (tensor parallel) yet",
                   file.path(), hp.arch);
+  if (opt.tp.size > 1 && opt.tp.fast && !m->SupportsFastTensorParallel())
+    return Errorf("{}: architecture {} splits only in exact mode (--tp-mode exact)", file.path(),
+                  hp.arch);
   m->tp_ = opt.tp;
   SHOAL_RETURN_IF_ERROR(m->LoadEndWeights(file));
   SHOAL_RETURN_IF_ERROR(m->LoadLayers(file, opt));

@@ -99,6 +99,8 @@ class Model {
   // Whether LoadLayers can load a member's slices (LoadOptions::tp); Load refuses a split
   // otherwise.
   virtual bool SupportsTensorParallel() const { return false; }
+  // Whether it can also split the fast way (TpShard::fast).
+  virtual bool SupportsFastTensorParallel() const { return false; }
   // Widths of the K and V rows this model caches per layer (a tensor-parallel member caches
   // only the KV heads its query heads read).
   virtual int64_t CacheKDim() const { return hp_.cache_k_dim(); }

@@ -1,5 +1,7 @@
 // Architecture "deepseek2": its hyper-parameter rules and its layer, x += MLA(rmsnorm(x));
-// x += dense FFN (leading layers) or routed + shared experts (rmsnorm(x)).
+// x += dense FFN (leading layers) or routed + shared experts (rmsnorm(x)). A tensor-parallel
+// member (model/tensor_parallel.h) holds a slice of the heads (the latent path whole), of the
+// dense and shared FFN columns, of the experts and of the output rows, and gathers them.
 #include "model/arch/deepseek2/deepseek2.h"
 
 #include <fmt/format.h>
@@ -65,6 +67,21 @@ class Deepseek2 final : public Model {
   Status LoadLayers(const gguf::File& f, const LoadOptions& opt) override;
   void BeginStep(const Batch& b) override;
   void RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) override;
+  bool SupportsTensorParallel() const override { return true; }
+  // A split member's slice of a dense FFN and of the output projection.
+  DenseFfn SliceFfn(const DenseFfn& f, Slice ff) const {
+    return {RowSlice(f.gate, ff), RowSlice(f.up, ff), RowSlice(f.down, emb_)};
+  }
+  // out [n, E] = the FFN f over xn: this member's columns, gathered (g: the FFN's widths).
+  void SplitFfn(const DenseFfn& f, ColumnGather& g, const float* xn, int64_t n, float* out,
+                ThreadPool* pool);
+  // out [n, E] = w (this member's output rows) of x [n, w.cols], gathered.
+  void ProjectEmbd(const MatrixView& w, const float* x, int64_t n, float* out, ThreadPool* pool);
+
+  // A split member's heads and embedding columns, and the gathers of its slices.
+  Slice qh_, emb_;
+  ColumnGather att_g_, emb_g_, ff_g_, sh_g_;
+  std::vector<float> o_all_, part_, h_all_;
 
   MlaOptions mla_;
   MoeConfig moe_;
@@ -79,6 +96,14 @@ class Deepseek2 final : public Model {
 Status Deepseek2::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
   const HParams& hp = hp_;
   const int64_t E = hp.n_embd;
+  const int T = tp_.size, r = tp_.rank;
+  const int64_t sh_ff = hp.n_ff_exp * hp.n_expert_shared;
+  qh_ = SliceOf(hp.n_head, T, r);
+  emb_ = SliceOf(E, T, r);
+  att_g_.SetCols(SliceWidths(hp.n_head, T, hp.head_dim_v_mla), r);
+  emb_g_.SetCols(SliceWidths(E, T), r);
+  ff_g_.SetCols(SliceWidths(hp.n_ff, T), r);
+  sh_g_.SetCols(SliceWidths(sh_ff, T), r);
   for (int il = first_; il < last_; ++il) {
     auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
     Layer L;
@@ -94,6 +119,12 @@ Status Deepseek2::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
       }
     } else {
       SHOAL_ASSIGN_OR_RETURN(L.dense, LoadDenseFfn(f, n("ffn_"), ".weight", E, hp.n_ff));
+    }
+    expert_load_.emplace_back(L.moe ? static_cast<size_t>(hp.n_expert) : 0, 0);
+    if (split()) {
+      L.attn = SliceMlaHeads(L.attn, hp, qh_, emb_);
+      if (L.moe && L.shared.gate.data) L.shared = SliceFfn(L.shared, SliceOf(sh_ff, T, r));
+      if (!L.moe) L.dense = SliceFfn(L.dense, SliceOf(hp.n_ff, T, r));
     }
     layers_.push_back(std::move(L));
   }
@@ -132,21 +163,63 @@ void Deepseek2::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* po
   const Layer& L = layers_[static_cast<size_t>(li)];
   for (int64_t r = 0; r < n; ++r)
     kernels::RmsNorm(x + r * E, L.attn_norm.data(), xn + r * E, E, hp.rms_eps);
-  RunMla(hp, L.attn, mla_, xn, rope_.data(), b, kv, li, tmp_.data(), pool, &mla_s_);
+  if (!split()) {
+    RunMla(hp, L.attn, mla_, xn, rope_.data(), b, kv, li, tmp_.data(), pool, &mla_s_);
+  } else {
+    // [n, my heads x v_mla] -> gathered [n, n_head x v_mla] -> [n, E]
+    const float* o = RunMlaHeads(hp, L.attn, mla_, xn, rope_.data(), b, kv, li, pool, &mla_s_);
+    Grow(o_all_, n * hp.n_head * hp.head_dim_v_mla);
+    Gather(att_g_, o, n, o_all_.data());
+    ProjectEmbd(L.attn.wo, o_all_.data(), n, tmp_.data(), pool);
+  }
   for (int64_t r = 0; r < n; ++r) {
     kernels::AddInPlace(x + r * E, tmp_.data() + r * E, E);
     kernels::RmsNorm(x + r * E, L.ffn_norm.data(), xn + r * E, E, hp.rms_eps);
   }
   if (L.moe) {
-    RunMoe(moe_, L.experts, xn, E, xn, E, n, tmp_.data(), pool, &moe_s_);
+    Status moe_status;
+    const MoeShard shard{comm(), tp_.rank, tp_.size, &moe_status};
+    RunMoe(moe_, L.experts, xn, E, xn, E, n, tmp_.data(), pool, &moe_s_, split() ? &shard : nullptr,
+           expert_load_[static_cast<size_t>(li)].data());
+    if (!moe_status.ok()) FailStep(std::move(moe_status));
     if (L.shared.gate.data) {
-      RunDenseFfn(L.shared, GluParams{}, xn, E, n, sh_.data(), E, pool, &ffn_s_);
+      if (split()) {
+        SplitFfn(L.shared, sh_g_, xn, n, sh_.data(), pool);
+      } else {
+        RunDenseFfn(L.shared, GluParams{}, xn, E, n, sh_.data(), E, pool, &ffn_s_);
+      }
       kernels::AddInPlace(tmp_.data(), sh_.data(), n * E);  // moe_out + shared
     }
+  } else if (split()) {
+    SplitFfn(L.dense, ff_g_, xn, n, tmp_.data(), pool);
   } else {
     RunDenseFfn(L.dense, GluParams{}, xn, E, n, tmp_.data(), E, pool, &ffn_s_);
   }
   kernels::AddInPlace(x, tmp_.data(), n * E);
+}
+
+void Deepseek2::ProjectEmbd(const MatrixView& w, const float* x, int64_t n, float* out,
+                            ThreadPool* pool) {
+  Grow(part_, n * emb_.count);
+  kernels::MatMul(w, x, w.cols, n, part_.data(), w.rows, pool, &ffn_s_.mm);
+  Gather(emb_g_, part_.data(), n, out);
+}
+
+void Deepseek2::SplitFfn(const DenseFfn& f, ColumnGather& g, const float* xn, int64_t n, float* out,
+                         ThreadPool* pool) {
+  // [n, E] -> this member's FFN columns [n, nf] -> gathered [n, F] -> this member's rows of
+  // down [n, emb] -> gathered [n, E]: RunDenseFfn's steps, each element whole.
+  const int64_t nf = f.gate.rows, E = hp_.n_embd;
+  int64_t F = 0;
+  for (int64_t c : g.cols()) F += c;
+  Grow(ffn_s_.g, n * nf);
+  Grow(ffn_s_.u, n * nf);
+  kernels::MatMul(f.gate, xn, E, n, ffn_s_.g.data(), nf, pool, &ffn_s_.mm);
+  kernels::MatMul(f.up, xn, E, n, ffn_s_.u.data(), nf, pool, &ffn_s_.mm);
+  ApplyGlu(GluParams{}, ffn_s_.g.data(), ffn_s_.u.data(), ffn_s_.g.data(), n * nf);
+  Grow(h_all_, n * F);
+  Gather(g, ffn_s_.g.data(), n, h_all_.data());
+  ProjectEmbd(f.down, h_all_.data(), n, out, pool);
 }
 
 std::unique_ptr<Model> NewDeepseek2() { return std::make_unique<Deepseek2>(); }

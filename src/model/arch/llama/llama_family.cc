@@ -62,6 +62,7 @@ class LlamaFamily final : public Model {
   }
 
   bool SupportsTensorParallel() const override { return true; }
+  bool SupportsFastTensorParallel() const override { return true; }
   int64_t CacheKDim() const override { return kvh_.count * hp_.head_dim_k; }
   int64_t CacheVDim() const override { return kvh_.count * hp_.head_dim_v; }
   // Sets this member's slices (the whole model when not split).
