@@ -1,7 +1,8 @@
 // Exact tensor parallelism (model/tensor_parallel.h) against one process, bit for bit: every
 // llama-family and deepseek2 tiny model split over 2, 3 and 4 in-process members on
-// authenticated loopback links (a prompt step of two sequences with every row's logits, then greedy
-// decode steps), and a member that stops mid-step fails its peers' step within the group's timeout.
+// authenticated loopback links (a prompt step of two sequences with every row's logits, then
+// greedy decode steps); fast mode reproducible and close to one process; and a member that stops
+// mid-step fails its peers' step within the group's timeout.
 #include <gtest/gtest.h>
 
 #include <chrono>
