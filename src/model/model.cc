@@ -29,6 +29,8 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file, const LoadOpt
     return Errorf("{}: architecture {} splits only in exact mode (--tp-mode exact)", file.path(),
                   hp.arch);
   m->tp_ = opt.tp;
+  m->embd_rows_ = SliceOf(hp.n_embd, opt.tp.size, opt.tp.rank);
+  m->embd_gather_.SetCols(SliceWidths(hp.n_embd, opt.tp.size), opt.tp.rank);
   SHOAL_RETURN_IF_ERROR(m->LoadEndWeights(file));
   SHOAL_RETURN_IF_ERROR(m->LoadLayers(file, opt));
   return m;
@@ -184,27 +186,29 @@ Status Model::EmitOutput(const Batch& b, ThreadPool* pool, ForwardOutput* out) {
     kernels::RmsNorm(h + r * E, output_norm_.data(), head_rows_.data() + i * E, E, hp_.rms_eps);
   }
   out->logits.resize(static_cast<size_t>(n_out * hp_.n_vocab));
-  if (!split()) {
-    kernels::MatMul(output_, head_rows_.data(), E, n_out, out->logits.data(), hp_.n_vocab, pool,
-                    &head_mm_);
-    return Status::Ok();
-  }
-  Grow(head_local_, n_out * output_.rows);
-  kernels::MatMul(output_, head_rows_.data(), E, n_out, head_local_.data(), output_.rows, pool,
-                  &head_mm_);
-  Gather(head_gather_, head_local_.data(), n_out, out->logits.data());
+  MatMulGather(output_, head_rows_.data(), n_out, head_gather_, out->logits.data(), pool,
+               &head_mm_);
   return step_status_;
 }
 
 void Model::Gather(ColumnGather& g, const float* mine, int64_t n, float* out) {
-  int64_t total = 0;
-  for (int64_t c : g.cols()) total += c;
   if (step_status_.ok()) {
     Status s = g.Run(comm_, mine, n, out);
     if (s.ok()) return;
     FailStep(std::move(s));
   }
-  std::fill(out, out + n * total, 0.f);
+  std::fill(out, out + n * g.total(), 0.f);
+}
+
+void Model::MatMulGather(const kernels::MatrixView& w, const float* x, int64_t n, ColumnGather& g,
+                         float* out, ThreadPool* pool, kernels::MatMulScratch* mm) {
+  if (!split()) {
+    kernels::MatMul(w, x, w.cols, n, out, w.rows, pool, mm);
+    return;
+  }
+  Grow(gather_local_, n * w.rows);
+  kernels::MatMul(w, x, w.cols, n, gather_local_.data(), w.rows, pool, mm);
+  Gather(g, gather_local_.data(), n, out);
 }
 
 void Model::FailStep(Status s) {

@@ -118,6 +118,10 @@ class Model {
   bool split() const { return tp_.size > 1; }
   TpComm* comm() { return &comm_; }
   void Gather(ColumnGather& g, const float* mine, int64_t n, float* out);
+  // out [n, g.total()] = x [n, w.cols] times the rows of w this member holds, gathered (the
+  // whole product when not split). mm: the caller's matmul scratch.
+  void MatMulGather(const kernels::MatrixView& w, const float* x, int64_t n, ColumnGather& g,
+                    float* out, ThreadPool* pool, kernels::MatMulScratch* mm);
   // Records the first failure of a collective in this step.
   void FailStep(Status s);
   // Chunk c's recurrent state this step (StateFloatsPerSeq() floats in its KvStore slot, zeroed
@@ -132,6 +136,10 @@ class Model {
   std::vector<float> output_norm_;
   WeightArena pretiled_;  // the matrices PretileMatrices laid out
   TpShard tp_;
+  // A split member's rows of the projections back to the residual (output, down): embedding
+  // columns SliceOf(n_embd), and their gather.
+  Slice embd_rows_;
+  ColumnGather embd_gather_;
   std::vector<std::vector<int64_t>> expert_load_;  // ExpertLoad
 
  private:
@@ -158,9 +166,9 @@ class Model {
   std::vector<float> head_rows_;  // [out_rows, n_embd] normed rows the head reads
   kernels::MatMulScratch head_mm_;
   MeteredComm comm_;
-  Status step_status_;             // the first failed collective of this Forward call
-  ColumnGather head_gather_;       // the head's vocabulary slices
-  std::vector<float> head_local_;  // [out_rows, this member's vocabulary slice]
+  Status step_status_;               // the first failed collective of this Forward call
+  ColumnGather head_gather_;         // the head's vocabulary slices
+  std::vector<float> gather_local_;  // MatMulGather's [n, rows of w this member holds]
 };
 
 }  // namespace shoal

@@ -75,15 +75,13 @@ std::vector<int64_t> SliceWidths(int64_t n, int size, int64_t unit) {
 void ColumnGather::SetCols(std::vector<int64_t> cols, int rank) {
   cols_ = std::move(cols);
   counts_.assign(cols_.size(), 0);
+  total_ = 0;
+  for (const int64_t c : cols_) total_ += c;
   rank_ = rank;
 }
 
 Status ColumnGather::Run(TpComm& comm, const float* mine, int64_t n, float* out) {
-  int64_t total = 0;
-  for (size_t k = 0; k < cols_.size(); ++k) {
-    counts_[k] = n * cols_[k];
-    total += cols_[k];
-  }
+  for (size_t k = 0; k < cols_.size(); ++k) counts_[k] = n * cols_[k];
   const auto own = static_cast<size_t>(counts_[static_cast<size_t>(rank_)]);
   SHOAL_RETURN_IF_ERROR(comm.AllGather({mine, own}, counts_, &buf_));
   // buf_ holds [member][n][cols[member]]; out wants [n][member's columns, side by side].
@@ -91,7 +89,7 @@ Status ColumnGather::Run(TpComm& comm, const float* mine, int64_t n, float* out)
   int64_t col0 = 0;
   for (const int64_t c : cols_) {
     for (int64_t r = 0; r < n; ++r)
-      std::copy(src + r * c, src + (r + 1) * c, out + r * total + col0);
+      std::copy(src + r * c, src + (r + 1) * c, out + r * total_ + col0);
     src += n * c;
     col0 += c;
   }

@@ -80,10 +80,12 @@ class ColumnGather {
   // cols[k]: member k's columns; this process is member `rank`.
   void SetCols(std::vector<int64_t> cols, int rank);
   const std::vector<int64_t>& cols() const { return cols_; }
+  int64_t total() const { return total_; }  // the sum of cols
   Status Run(TpComm& comm, const float* mine, int64_t n, float* out);
 
  private:
   std::vector<int64_t> cols_, counts_;
+  int64_t total_ = 0;
   int rank_ = 0;
   std::vector<float> buf_;
 };

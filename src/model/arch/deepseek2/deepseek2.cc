@@ -70,18 +70,16 @@ class Deepseek2 final : public Model {
   bool SupportsTensorParallel() const override { return true; }
   // A split member's slice of a dense FFN and of the output projection.
   DenseFfn SliceFfn(const DenseFfn& f, Slice ff) const {
-    return {RowSlice(f.gate, ff), RowSlice(f.up, ff), RowSlice(f.down, emb_)};
+    return {RowSlice(f.gate, ff), RowSlice(f.up, ff), RowSlice(f.down, embd_rows_)};
   }
   // out [n, E] = the FFN f over xn: this member's columns, gathered (g: the FFN's widths).
   void SplitFfn(const DenseFfn& f, ColumnGather& g, const float* xn, int64_t n, float* out,
                 ThreadPool* pool);
-  // out [n, E] = w (this member's output rows) of x [n, w.cols], gathered.
-  void ProjectEmbd(const MatrixView& w, const float* x, int64_t n, float* out, ThreadPool* pool);
 
-  // A split member's heads and embedding columns, and the gathers of its slices.
-  Slice qh_, emb_;
-  ColumnGather att_g_, emb_g_, ff_g_, sh_g_;
-  std::vector<float> o_all_, part_, h_all_;
+  // A split member's heads, and the gathers of its slices.
+  Slice qh_;
+  ColumnGather att_g_, ff_g_, sh_g_;
+  std::vector<float> o_all_, h_all_;
 
   MlaOptions mla_;
   MoeConfig moe_;
@@ -99,9 +97,7 @@ Status Deepseek2::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
   const int T = tp_.size, r = tp_.rank;
   const int64_t sh_ff = hp.n_ff_exp * hp.n_expert_shared;
   qh_ = SliceOf(hp.n_head, T, r);
-  emb_ = SliceOf(E, T, r);
   att_g_.SetCols(SliceWidths(hp.n_head, T, hp.head_dim_v_mla), r);
-  emb_g_.SetCols(SliceWidths(E, T), r);
   ff_g_.SetCols(SliceWidths(hp.n_ff, T), r);
   sh_g_.SetCols(SliceWidths(sh_ff, T), r);
   for (int il = first_; il < last_; ++il) {
@@ -122,7 +118,7 @@ Status Deepseek2::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
     }
     expert_load_.emplace_back(L.moe ? static_cast<size_t>(hp.n_expert) : 0, 0);
     if (split()) {
-      L.attn = SliceMlaHeads(L.attn, hp, qh_, emb_);
+      L.attn = SliceMlaHeads(L.attn, hp, qh_, embd_rows_);
       if (L.moe && L.shared.gate.data) L.shared = SliceFfn(L.shared, SliceOf(sh_ff, T, r));
       if (!L.moe) L.dense = SliceFfn(L.dense, SliceOf(hp.n_ff, T, r));
     }
@@ -170,7 +166,7 @@ void Deepseek2::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* po
     const float* o = RunMlaHeads(hp, L.attn, mla_, xn, rope_.data(), b, kv, li, pool, &mla_s_);
     Grow(o_all_, n * hp.n_head * hp.head_dim_v_mla);
     Gather(att_g_, o, n, o_all_.data());
-    ProjectEmbd(L.attn.wo, o_all_.data(), n, tmp_.data(), pool);
+    MatMulGather(L.attn.wo, o_all_.data(), n, embd_gather_, tmp_.data(), pool, &ffn_s_.mm);
   }
   for (int64_t r = 0; r < n; ++r) {
     kernels::AddInPlace(x + r * E, tmp_.data() + r * E, E);
@@ -198,20 +194,12 @@ void Deepseek2::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* po
   kernels::AddInPlace(x, tmp_.data(), n * E);
 }
 
-void Deepseek2::ProjectEmbd(const MatrixView& w, const float* x, int64_t n, float* out,
-                            ThreadPool* pool) {
-  Grow(part_, n * emb_.count);
-  kernels::MatMul(w, x, w.cols, n, part_.data(), w.rows, pool, &ffn_s_.mm);
-  Gather(emb_g_, part_.data(), n, out);
-}
-
 void Deepseek2::SplitFfn(const DenseFfn& f, ColumnGather& g, const float* xn, int64_t n, float* out,
                          ThreadPool* pool) {
   // [n, E] -> this member's FFN columns [n, nf] -> gathered [n, F] -> this member's rows of
   // down [n, emb] -> gathered [n, E]: RunDenseFfn's steps, each element whole.
   const int64_t nf = f.gate.rows, E = hp_.n_embd;
-  int64_t F = 0;
-  for (int64_t c : g.cols()) F += c;
+  const int64_t F = g.total();
   Grow(ffn_s_.g, n * nf);
   Grow(ffn_s_.u, n * nf);
   kernels::MatMul(f.gate, xn, E, n, ffn_s_.g.data(), nf, pool, &ffn_s_.mm);
@@ -219,7 +207,7 @@ void Deepseek2::SplitFfn(const DenseFfn& f, ColumnGather& g, const float* xn, in
   ApplyGlu(GluParams{}, ffn_s_.g.data(), ffn_s_.u.data(), ffn_s_.g.data(), n * nf);
   Grow(h_all_, n * F);
   Gather(g, ffn_s_.g.data(), n, h_all_.data());
-  ProjectEmbd(f.down, h_all_.data(), n, out, pool);
+  MatMulGather(f.down, h_all_.data(), n, embd_gather_, out, pool, &ffn_s_.mm);
 }
 
 std::unique_ptr<Model> NewDeepseek2() { return std::make_unique<Deepseek2>(); }

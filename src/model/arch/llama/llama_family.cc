@@ -76,8 +76,8 @@ class LlamaFamily final : public Model {
   kernels::RopeParams rope_;
   MoeConfig moe_;
   // This member's query heads, the KV heads they read, embedding columns and FFN columns.
-  Slice qh_, kvh_, emb_, ff_;
-  ColumnGather att_g_, emb_g_, ff_g_;
+  Slice qh_, kvh_, ff_;
+  ColumnGather att_g_, ff_g_;
   float kq_scale_ = 1.f;
   std::vector<LayerWeights> layers_;
   Workspace ws_;
@@ -90,7 +90,6 @@ void LlamaFamily::SetShard() {
   qh_ = SliceOf(hp.n_head, T, r);
   kvh_ = qh_.count == 0 ? Slice{0, 0}
                         : Slice{qh_.first / group, (qh_.end() - 1) / group + 1 - qh_.first / group};
-  emb_ = SliceOf(hp.n_embd, T, r);
   // Fast mode cuts down's columns by the FFN slice: whole quant blocks (256 covers every type),
   // 512 where it can, so each member's down can be pretiled (kernels::CanPretile: 16-block groups
   // of Q4_0): unpretiled, 1b Q4_0's tp=2 decode took 36.8 ms/token in fast mode against 34.6 exact.
@@ -99,7 +98,6 @@ void LlamaFamily::SetShard() {
     if (tp_.fast && unit == 1 && hp.n_ff % u == 0) unit = u;
   ff_ = UnitSliceOf(hp.n_ff, T, r, unit);
   att_g_.SetCols(SliceWidths(hp.n_head, T, hp.head_dim_v), r);
-  emb_g_.SetCols(SliceWidths(hp.n_embd, T), r);
   ff_g_.SetCols(SliceWidths(hp.n_ff, T), r);
 }
 
@@ -132,7 +130,7 @@ Status LlamaFamily::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
     L.wq = RowSlice(L.wq, q_rows);
     L.wk = RowSlice(L.wk, k_rows);
     L.wv = RowSlice(L.wv, v_rows);
-    if (!tp_.fast) L.wo = RowSlice(L.wo, emb_);
+    if (!tp_.fast) L.wo = RowSlice(L.wo, embd_rows_);
     cut(L.bq, q_rows);
     cut(L.bk, k_rows);
     cut(L.bv, v_rows);
@@ -150,7 +148,7 @@ Status LlamaFamily::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
       SHOAL_ASSIGN_OR_RETURN(L.down, LoadMatrix(f, n("ffn_down.weight"), hp.n_ff, E));
       L.gate = RowSlice(L.gate, ff_);
       L.up = RowSlice(L.up, ff_);
-      if (!tp_.fast) L.down = RowSlice(L.down, emb_);
+      if (!tp_.fast) L.down = RowSlice(L.down, embd_rows_);
     }
     if (split() && tp_.fast)
       SHOAL_RETURN_IF_ERROR(CutColumns(L).Annotate(fmt::format("{}: layer {}", f.path(), il)));
@@ -281,7 +279,7 @@ void LlamaFamily::BeginStep(const Batch& b) {
   Grow(ws_.up, nr * ff_.count);
   if (split()) {
     Grow(ws_.att_all, nr * hp.n_head * hp.head_dim_v);
-    Grow(ws_.part, nr * (tp_.fast ? E : emb_.count));
+    if (tp_.fast) Grow(ws_.part, nr * E);
     Grow(ws_.ffh, nr * hp.n_ff);
   }
   Grow(ws_.rope, nr * hp.n_rot);
@@ -303,11 +301,7 @@ Status LlamaFamily::CutColumns(LayerWeights& L) {
 
 void LlamaFamily::ProjectEmbd(const MatrixView& w, const float* x, int64_t n, float* y,
                               ThreadPool* pool) {
-  if (!split()) {
-    MatMul(w, x, n, y, pool);
-    return;
-  }
-  if (tp_.fast) {
+  if (split() && tp_.fast) {
     // [n, this member's input columns] -> partial [n, E], summed over the members in order.
     if (w.cols > 0) {
       MatMul(w, x, n, ws_.part.data(), pool);
@@ -321,9 +315,8 @@ void LlamaFamily::ProjectEmbd(const MatrixView& w, const float* x, int64_t n, fl
     }
     return;
   }
-  // [n, w.cols] -> this member's embedding columns [n, emb_.count] -> gathered [n, E]
-  MatMul(w, x, n, ws_.part.data(), pool);
-  Gather(emb_g_, ws_.part.data(), n, y);
+  // [n, w.cols] -> this member's embedding columns -> gathered [n, E]
+  MatMulGather(w, x, n, embd_gather_, y, pool, &ws_.mm);
 }
 
 void LlamaFamily::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) {
