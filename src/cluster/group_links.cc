@@ -49,7 +49,16 @@ void GroupLinks::Offer(uint32_t epoch, int32_t rank, std::shared_ptr<net::Conn> 
   auto& slot = offered_[{epoch, rank}];
   if (slot) slot->Shutdown();  // a repeated announcement replaces the older link
   slot = std::move(conn);
+  if (offered_.size() > kMaxOffered) {  // keys sort by epoch: begin() is the oldest
+    offered_.begin()->second->Shutdown();
+    offered_.erase(offered_.begin());
+  }
   cv_.notify_all();
+}
+
+size_t GroupLinks::offered() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return offered_.size();
 }
 
 void GroupLinks::CloseAll() {

@@ -41,8 +41,14 @@ Result<std::unique_ptr<collective::Group>> StartGroup(int rank,
 
 class GroupLinks {
  public:
-  // A link a peer dialed, announced for `epoch` as member `rank` (from the accept loop).
+  // A link a peer dialed, announced for `epoch` as member `rank` (from the accept loop). At most
+  // kMaxOffered wait at once: past that the one of the oldest epoch is closed (a handed-over link
+  // no longer counts against --max-links, so a peer announcing endless epochs must not pile
+  // them up).
   void Offer(uint32_t epoch, int32_t rank, std::shared_ptr<net::Conn> conn);
+  // Two groups' worth of the largest group (kMaxGroupNodes): this plan's and the next's.
+  static constexpr size_t kMaxOffered = 128;
+  size_t offered() const;
 
   // links[k]: the authenticated link to member k of `peers` (null at `rank`), dialed to the
   // lower members and awaited from the higher ones within timeout_ms. `cancelled` is polled while
@@ -57,7 +63,7 @@ class GroupLinks {
   void CloseAll();
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::pair<uint32_t, int32_t>, std::shared_ptr<net::Conn>> offered_;
 };
