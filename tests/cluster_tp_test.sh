@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Layers split across `shoal node` processes on loopback (`--parallel tp=T,pp=P`, exact mode):
 # stories260K over tp=2, 3, 4 and tp=2,pp=2, a qwen3moe model whose experts are split over tp=2
-# and 4 (expert parallel) and a deepseek2 one (MLA heads, shared experts) over tp=2 and 3 give
-# the same greedy and seeded tokens as one process; --dry-run
+# and 4 (expert parallel), a deepseek2 one (MLA heads, shared experts) over tp=2 and 3 and a
+# kimi-k3 one (KDA heads and states, latent experts, banked residuals) over tp=2 and tp=2,pp=2
+# give the same greedy and seeded tokens as one process; --dry-run
 # names every member's heads, columns, experts and vocabulary; /v1/cluster and `shoal status`
 # show the members and their collectives; stories260K's perplexity on exact tp=2 equals one
 # process's and fast tp=2's is reproducible; a member killed with -9 in the middle of the
@@ -18,13 +19,14 @@ cleanup() {
 }
 trap cleanup EXIT
 . "$(dirname "$0")/lib_cluster.sh"
-for m in stories260K.gguf tiny/qwen3moe-q8_0.gguf tiny/deepseek2-q8_0.gguf; do
+for m in stories260K.gguf tiny/qwen3moe-q8_0.gguf tiny/deepseek2-q8_0.gguf tiny/kimi-k3-q8_0.gguf; do
   [ -f "$SHARED/models/$m" ] || { echo "SKIP: no $SHARED/models/$m"; exit 77; }
 done
 mkdir -p "$TMP/models"
 ln -s "$SHARED/models/stories260K.gguf" "$TMP/models/s.gguf"
 ln -s "$SHARED/models/tiny/qwen3moe-q8_0.gguf" "$TMP/models/moe.gguf"
 ln -s "$SHARED/models/tiny/deepseek2-q8_0.gguf" "$TMP/models/ds.gguf"
+ln -s "$SHARED/models/tiny/kimi-k3-q8_0.gguf" "$TMP/models/k3.gguf"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/key"
 chmod 600 "$TMP/key"
 
@@ -34,7 +36,7 @@ nodes() {  # K PREFIX -> K node addresses, comma-separated
   echo "${list#,}"
 }
 
-for name in s moe ds; do
+for name in s moe ds k3; do
   MODEL=$TMP/models/$name.gguf
   serve "$name-local.log" || { echo "local server failed"; cat "$TMP/$name-local.log"; exit 1; }
   ask "$TMP/$name-want"
@@ -43,6 +45,7 @@ for name in s moe ds; do
   layouts="tp=2 tp=3 tp=4 tp=2,pp=2"
   [ $name = moe ] && layouts="tp=2 tp=4"
   [ $name = ds ] && layouts="tp=2 tp=3"
+  [ $name = k3 ] && layouts="tp=2 tp=2,pp=2"
   for par in $layouts; do
     tp=${par#tp=}; tp=${tp%%,*}; pp=1
     case $par in *pp=*) pp=${par##*pp=} ;; esac

@@ -1,5 +1,5 @@
 // Exact tensor parallelism (model/tensor_parallel.h) against one process, bit for bit: every
-// llama-family and deepseek2 tiny model split over 2, 3 and 4 in-process members on
+// llama-family, deepseek2 and kimi-k3 tiny model split over 2, 3 and 4 in-process members on
 // authenticated loopback links (a prompt step of two sequences with every row's logits, then
 // greedy decode steps); fast mode reproducible and close to one process; and a member that stops
 // mid-step fails its peers' step within the group's timeout.
@@ -45,7 +45,7 @@ std::unique_ptr<Runner> Open(const std::string& path, TpShard tp) {
   EXPECT_TRUE(m.ok()) << m.status().message();
   if (!m.ok()) return nullptr;
   r->model = std::move(*m);
-  auto st = Stage::Create(r->model.get(), {16, 16, DType::kF16, 0, 0}, 1);
+  auto st = Stage::Create(r->model.get(), {16, 16, DType::kF16, 2, 0}, 1);  // 2 state slots
   EXPECT_TRUE(st.ok()) << st.status().message();
   if (!st.ok()) return nullptr;
   r->stage = std::move(*st);
@@ -103,8 +103,8 @@ void Drive(Runner& ref, std::vector<std::unique_ptr<Runner>>& g, Check check) {
   int32_t pa = 0, pc = 0;
   for (int step = 0; step < 7; ++step) {
     Batch b;
-    b.Add(1, a, pa, ta, true, step == 0);
-    b.Add(2, c, pc, tc, true, step == 0);
+    b.Add(1, a, pa, ta, true, step == 0, 0, 0);  // state slots 0 and 1 (recurrent models)
+    b.Add(2, c, pc, tc, true, step == 0, 0, 1);
     ASSERT_TRUE(ref.stage->Forward(b, nullptr, &ref.out).ok());
     for (const Status& s : ForwardAll(g, b)) ASSERT_TRUE(s.ok()) << s.message();
     check(step);
@@ -191,7 +191,9 @@ INSTANTIATE_TEST_SUITE_P(
                       "models/tiny/qwen3moe-q4_0.gguf", "models/tiny/qwen3moe-q8_0.gguf",
                       "models/tiny-moe-random-f32.gguf", "models/tiny-dense256-random-q4_k_m.gguf",
                       "models/tiny-dense256-random-q4_0.gguf", "models/tiny/deepseek2-f32.gguf",
-                      "models/tiny/deepseek2-q4_0.gguf", "models/tiny/deepseek2-q8_0.gguf"));
+                      "models/tiny/deepseek2-q4_0.gguf", "models/tiny/deepseek2-q8_0.gguf",
+                      "models/tiny/kimi-k3-f32.gguf", "models/tiny/kimi-k3-q4_0.gguf",
+                      "models/tiny/kimi-k3-q8_0.gguf"));
 
 // A member that never joins the step (stopped, or its machine gone): the others' Forward fails
 // within the group's timeout instead of hanging, and the group is unusable afterwards.
@@ -215,23 +217,16 @@ TEST(ExactTpFaults, SilentMemberFailsTheStep) {
   auto lone = Open(path, TpShard{0, 2});
   ASSERT_TRUE(lone);
   EXPECT_FALSE(lone->stage->Forward(b, nullptr, &lone->out).ok());
-  const std::string k3 = SharedPath("models/tiny/kimi-k3-q4_0.gguf");
-  if (Exists(k3)) {
-    auto f = gguf::File::Open(k3);
-    ASSERT_TRUE(f.ok());
-    LoadOptions opt;
-    opt.tp = {0, 2};
-    EXPECT_FALSE(Model::Load(**f, opt).ok());
-  }
-  const std::string ds = SharedPath("models/tiny/deepseek2-q8_0.gguf");
-  if (Exists(ds)) {  // deepseek2 splits exactly, not the fast way
-    auto f = gguf::File::Open(ds);
+  for (const char* m : {"models/tiny/deepseek2-q8_0.gguf", "models/tiny/kimi-k3-q4_0.gguf"}) {
+    const std::string p = SharedPath(m);  // MLA models split exactly, not the fast way
+    if (!Exists(p)) continue;
+    auto f = gguf::File::Open(p);
     ASSERT_TRUE(f.ok());
     LoadOptions opt;
     opt.tp = {0, 2, /*fast=*/true};
-    EXPECT_FALSE(Model::Load(**f, opt).ok());
+    EXPECT_FALSE(Model::Load(**f, opt).ok()) << m;
     opt.tp.fast = false;
-    EXPECT_TRUE(Model::Load(**f, opt).ok());
+    EXPECT_TRUE(Model::Load(**f, opt).ok()) << m;
   }
 }
 

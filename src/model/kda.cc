@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/ops.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 
 namespace shoal {
@@ -27,19 +28,17 @@ void L2Norm(float* x, int64_t n, float eps) {
 }
 }  // namespace
 
-int64_t KdaState::ConvFloats(const HParams& hp) {
-  return 3 * (hp.ssm_d_conv - 1) * hp.n_head * hp.kda_head_dim;
+int64_t KdaState::ConvFloats(const HParams& hp, int64_t heads) {
+  return 3 * (hp.ssm_d_conv - 1) * heads * hp.kda_head_dim;
 }
 
-int64_t KdaState::Floats(const HParams& hp) {
-  return ConvFloats(hp) + hp.n_head * hp.kda_head_dim * hp.kda_head_dim;
+int64_t KdaState::Floats(const HParams& hp, int64_t heads) {
+  return ConvFloats(hp, heads) + heads * hp.kda_head_dim * hp.kda_head_dim;
 }
 
-KdaState KdaState::At(const HParams& hp, float* base) {
-  return KdaState{base, base + ConvFloats(hp)};
+KdaState KdaState::At(const HParams& hp, int64_t heads, float* base) {
+  return KdaState{base, base + ConvFloats(hp, heads)};
 }
-
-void KdaState::Reset(const HParams& hp) { std::fill(conv, conv + Floats(hp), 0.f); }
 
 Result<KdaWeights> LoadKdaWeights(const gguf::File& f, const HParams& hp, int il) {
   auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
@@ -63,9 +62,40 @@ Result<KdaWeights> LoadKdaWeights(const gguf::File& f, const HParams& hp, int il
   return w;
 }
 
+KdaWeights SliceKdaHeads(const KdaWeights& w, const HParams& hp, Slice heads, Slice emb) {
+  const int64_t hd = hp.kda_head_dim, dc = hp.ssm_d_conv;
+  const Slice ch{heads.first * hd, heads.count * hd};
+  auto part = [](const std::vector<float>& v, int64_t first, int64_t count) {
+    return std::vector<float>(v.begin() + first, v.begin() + first + count);
+  };
+  KdaWeights m;
+  m.wq = RowSlice(w.wq, ch);
+  m.wk = RowSlice(w.wk, ch);
+  m.wv = RowSlice(w.wv, ch);
+  m.conv_q = part(w.conv_q, ch.first * dc, ch.count * dc);
+  m.conv_k = part(w.conv_k, ch.first * dc, ch.count * dc);
+  m.conv_v = part(w.conv_v, ch.first * dc, ch.count * dc);
+  m.f_a = w.f_a;
+  m.f_b = RowSlice(w.f_b, ch);
+  m.beta = RowSlice(w.beta, heads);
+  m.a = part(w.a, heads.first, heads.count);
+  m.dt_bias = part(w.dt_bias, ch.first, ch.count);
+  m.g = RowSlice(w.g, ch);
+  m.o_norm = w.o_norm;
+  m.wo = RowSlice(w.wo, emb);
+  return m;
+}
+
 void RunKda(const HParams& hp, const KdaWeights& w, const float* xn, const Batch& b,
             std::vector<KdaState*>& states, float* out, ThreadPool* pool, KdaScratch* s) {
-  const int64_t n = b.n_rows(), E = hp.n_embd, H = hp.n_head, hd = hp.kda_head_dim;
+  const float* o = RunKdaHeads(hp, w, xn, b, states, pool, s);
+  kernels::MatMul(w.wo, o, w.heads() * hp.kda_head_dim, b.n_rows(), out, hp.n_embd, pool, &s->mm);
+}
+
+const float* RunKdaHeads(const HParams& hp, const KdaWeights& w, const float* xn, const Batch& b,
+                         std::vector<KdaState*>& states, ThreadPool* pool, KdaScratch* s) {
+  // H: the heads w holds (a tensor-parallel member's slice, or all of them).
+  const int64_t n = b.n_rows(), E = hp.n_embd, H = w.heads(), hd = hp.kda_head_dim;
   const int64_t di = H * hd, dc = hp.ssm_d_conv;
   Grow(s->q, n * di);
   Grow(s->k, n * di);
@@ -147,7 +177,7 @@ void RunKda(const HParams& hp, const KdaWeights& w, const float* xn, const Batch
       }
     }
   }
-  kernels::MatMul(w.wo, s->o.data(), di, n, out, E, pool, &s->mm);
+  return s->o.data();
 }
 
 }  // namespace shoal

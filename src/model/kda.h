@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/even_split.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
 #include "model/batch.h"
@@ -13,6 +14,8 @@
 
 namespace shoal {
 
+// d_inner = heads x head_dim, where heads is every head or a tensor-parallel member's slice of
+// them (SliceKdaHeads); a.size() is that head count.
 struct KdaWeights {
   kernels::MatrixView wq, wk, wv;             // [d_inner, n_embd]
   std::vector<float> conv_q, conv_k, conv_v;  // [d_inner][d_conv] depthwise causal conv
@@ -22,21 +25,26 @@ struct KdaWeights {
   std::vector<float> dt_bias;                 // [d_inner]
   kernels::MatrixView g;                      // [d_inner, n_embd] output gate
   std::vector<float> o_norm;                  // [head_dim]
-  kernels::MatrixView wo;                     // [n_embd, d_inner]
+  kernels::MatrixView wo;                     // [n_embd, d_inner of every head]
+  int64_t heads() const { return static_cast<int64_t>(a.size()); }
 };
 
 Result<KdaWeights> LoadKdaWeights(const gguf::File& f, const HParams& hp, int il);
+// A tensor-parallel member's part of w: the q/k/v/gate/f_b/beta rows, conv taps, decays and
+// biases of `heads` (each head's recurrence reads only its own channels), and the output
+// projection's rows `emb` (embedding columns); f_a and the output norm whole.
+KdaWeights SliceKdaHeads(const KdaWeights& w, const HParams& hp, Slice heads, Slice emb);
 
 // One sequence's recurrent state for one KDA layer (F32, as llama.cpp keeps it): a view into
 // the sequence's KvStore state slot.
 struct KdaState {
   float* conv = nullptr;  // [3][d_conv - 1][d_inner]: previous projected q, k, v inputs
-  float* s = nullptr;     // [n_head][head_dim (key)][head_dim (value)]
-  static int64_t ConvFloats(const HParams& hp);
-  static int64_t Floats(const HParams& hp);  // conv + s
-  // The view of a layer state starting at `base` (Floats(hp) values).
-  static KdaState At(const HParams& hp, float* base);
-  void Reset(const HParams& hp);  // zeroes both
+  float* s = nullptr;     // [heads][head_dim (key)][head_dim (value)]
+  // heads: the heads the layer's weights hold (KdaWeights::heads()).
+  static int64_t ConvFloats(const HParams& hp, int64_t heads);
+  static int64_t Floats(const HParams& hp, int64_t heads);  // conv + s
+  // The view of a layer state starting at `base` (Floats(hp, heads) values).
+  static KdaState At(const HParams& hp, int64_t heads, float* base);
 };
 
 struct KdaScratch {
@@ -47,5 +55,9 @@ struct KdaScratch {
 // out[n, n_embd] for the batch rows xn [n, n_embd]; states[c] is chunk c's state (updated).
 void RunKda(const HParams& hp, const KdaWeights& w, const float* xn, const Batch& b,
             std::vector<KdaState*>& states, float* out, ThreadPool* pool, KdaScratch* s);
+// RunKda without the output projection: the gated, normed head outputs [n, heads x head_dim]
+// of the heads w holds (in s->o).
+const float* RunKdaHeads(const HParams& hp, const KdaWeights& w, const float* xn, const Batch& b,
+                         std::vector<KdaState*>& states, ThreadPool* pool, KdaScratch* s);
 
 }  // namespace shoal

@@ -211,6 +211,23 @@ void Model::MatMulGather(const kernels::MatrixView& w, const float* x, int64_t n
   Gather(g, gather_local_.data(), n, out);
 }
 
+DenseFfn Model::SliceFfn(const DenseFfn& f, Slice ff) const {
+  return {RowSlice(f.gate, ff), RowSlice(f.up, ff), RowSlice(f.down, embd_rows_)};
+}
+
+void Model::SplitFfn(const DenseFfn& f, const GluParams& act, ColumnGather& g, const float* xn,
+                     int64_t n, float* out, ThreadPool* pool, FfnScratch* s) {
+  const int64_t nf = f.gate.rows, E = hp_.n_embd;
+  Grow(s->g, n * nf);
+  Grow(s->u, n * nf);
+  kernels::MatMul(f.gate, xn, E, n, s->g.data(), nf, pool, &s->mm);
+  kernels::MatMul(f.up, xn, E, n, s->u.data(), nf, pool, &s->mm);
+  ApplyGlu(act, s->g.data(), s->u.data(), s->g.data(), n * nf);
+  Grow(ffn_all_, n * g.total());
+  Gather(g, s->g.data(), n, ffn_all_.data());
+  MatMulGather(f.down, ffn_all_.data(), n, embd_gather_, out, pool, &s->mm);
+}
+
 void Model::FailStep(Status s) {
   if (step_status_.ok()) step_status_ = std::move(s);
 }

@@ -9,6 +9,7 @@
 #include "kernels/matmul.h"
 #include "kvcache/kv_store.h"
 #include "model/batch.h"
+#include "model/ffn.h"
 #include "model/hparams.h"
 #include "model/tensor_parallel.h"
 #include "model/weights.h"
@@ -122,6 +123,13 @@ class Model {
   // whole product when not split). mm: the caller's matmul scratch.
   void MatMulGather(const kernels::MatrixView& w, const float* x, int64_t n, ColumnGather& g,
                     float* out, ThreadPool* pool, kernels::MatMulScratch* mm);
+  // A split member's slice of a dense FFN: gate/up rows `ff`, down rows embd_rows_.
+  DenseFfn SliceFfn(const DenseFfn& f, Slice ff) const;
+  // out [n, E] = the dense FFN f over xn when f is SliceFfn's part: xn [n, E] -> this member's
+  // FFN columns [n, nf] -> gathered by g [n, F] -> its rows of down -> gathered [n, E]. Each
+  // element is computed whole, so the bits are RunDenseFfn's.
+  void SplitFfn(const DenseFfn& f, const GluParams& act, ColumnGather& g, const float* xn,
+                int64_t n, float* out, ThreadPool* pool, FfnScratch* s);
   // Records the first failure of a collective in this step.
   void FailStep(Status s);
   // Chunk c's recurrent state this step (StateFloatsPerSeq() floats in its KvStore slot, zeroed
@@ -169,6 +177,7 @@ class Model {
   Status step_status_;               // the first failed collective of this Forward call
   ColumnGather head_gather_;         // the head's vocabulary slices
   std::vector<float> gather_local_;  // MatMulGather's [n, rows of w this member holds]
+  std::vector<float> ffn_all_;       // SplitFfn's gathered activations [n, F]
 };
 
 }  // namespace shoal

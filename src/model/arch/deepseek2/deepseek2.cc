@@ -68,18 +68,10 @@ class Deepseek2 final : public Model {
   void BeginStep(const Batch& b) override;
   void RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) override;
   bool SupportsTensorParallel() const override { return true; }
-  // A split member's slice of a dense FFN and of the output projection.
-  DenseFfn SliceFfn(const DenseFfn& f, Slice ff) const {
-    return {RowSlice(f.gate, ff), RowSlice(f.up, ff), RowSlice(f.down, embd_rows_)};
-  }
-  // out [n, E] = the FFN f over xn: this member's columns, gathered (g: the FFN's widths).
-  void SplitFfn(const DenseFfn& f, ColumnGather& g, const float* xn, int64_t n, float* out,
-                ThreadPool* pool);
-
   // A split member's heads, and the gathers of its slices.
   Slice qh_;
   ColumnGather att_g_, ff_g_, sh_g_;
-  std::vector<float> o_all_, h_all_;
+  std::vector<float> o_all_;
 
   MlaOptions mla_;
   MoeConfig moe_;
@@ -180,34 +172,18 @@ void Deepseek2::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* po
     if (!moe_status.ok()) FailStep(std::move(moe_status));
     if (L.shared.gate.data) {
       if (split()) {
-        SplitFfn(L.shared, sh_g_, xn, n, sh_.data(), pool);
+        SplitFfn(L.shared, GluParams{}, sh_g_, xn, n, sh_.data(), pool, &ffn_s_);
       } else {
         RunDenseFfn(L.shared, GluParams{}, xn, E, n, sh_.data(), E, pool, &ffn_s_);
       }
       kernels::AddInPlace(tmp_.data(), sh_.data(), n * E);  // moe_out + shared
     }
   } else if (split()) {
-    SplitFfn(L.dense, ff_g_, xn, n, tmp_.data(), pool);
+    SplitFfn(L.dense, GluParams{}, ff_g_, xn, n, tmp_.data(), pool, &ffn_s_);
   } else {
     RunDenseFfn(L.dense, GluParams{}, xn, E, n, tmp_.data(), E, pool, &ffn_s_);
   }
   kernels::AddInPlace(x, tmp_.data(), n * E);
-}
-
-void Deepseek2::SplitFfn(const DenseFfn& f, ColumnGather& g, const float* xn, int64_t n, float* out,
-                         ThreadPool* pool) {
-  // [n, E] -> this member's FFN columns [n, nf] -> gathered [n, F] -> this member's rows of
-  // down [n, emb] -> gathered [n, E]: RunDenseFfn's steps, each element whole.
-  const int64_t nf = f.gate.rows, E = hp_.n_embd;
-  const int64_t F = g.total();
-  Grow(ffn_s_.g, n * nf);
-  Grow(ffn_s_.u, n * nf);
-  kernels::MatMul(f.gate, xn, E, n, ffn_s_.g.data(), nf, pool, &ffn_s_.mm);
-  kernels::MatMul(f.up, xn, E, n, ffn_s_.u.data(), nf, pool, &ffn_s_.mm);
-  ApplyGlu(GluParams{}, ffn_s_.g.data(), ffn_s_.u.data(), ffn_s_.g.data(), n * nf);
-  Grow(h_all_, n * F);
-  Gather(g, ffn_s_.g.data(), n, h_all_.data());
-  MatMulGather(f.down, h_all_.data(), n, embd_gather_, out, pool, &ffn_s_.mm);
 }
 
 std::unique_ptr<Model> NewDeepseek2() { return std::make_unique<Deepseek2>(); }

@@ -1,6 +1,9 @@
 // Architecture "kimi-k3": its hyper-parameter rules (KDA layers where head_count_kv is 0) and its
 // layer (llama.cpp's models/kimi-k3.cpp): res_mix -> norm -> KDA | MLA -> (banked ? a : x + a)
 // -> res_mix -> norm -> situ FFN | latent MoE -> + ; the head reads res_mix(x, output_res_score).
+// A tensor-parallel member (model/tensor_parallel.h) holds a slice of the KDA and MLA heads (and
+// of the KDA states), of the FFN columns, of the latent width, of the experts and of the output
+// rows, and gathers them; the residual mixing runs whole on every member.
 #include "model/arch/kimi_k3/kimi_k3.h"
 
 #include <fmt/format.h>
@@ -71,8 +74,9 @@ void Grow(std::vector<T>& v, int64_t n) {
 
 class KimiK3 final : public Model {
  public:
-  // One KdaState per KDA layer of the range, in layer order, in the sequence's state slot.
-  int64_t StateFloatsPerSeq() const override { return n_kda_ * KdaState::Floats(hp_); }
+  // One KdaState per KDA layer of the range (this member's heads), in layer order, in the
+  // sequence's state slot.
+  int64_t StateFloatsPerSeq() const override { return n_kda_ * KdaState::Floats(hp_, qh_.count); }
 
  private:
   Status LoadLayers(const gguf::File& f, const LoadOptions& opt) override;
@@ -80,11 +84,22 @@ class KimiK3 final : public Model {
   void RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool, float* x) override;
   // The head reads res_mix(x, output_res_score).
   const float* HeadInput(const float* x, int64_t n) override;
+  bool SupportsTensorParallel() const override { return true; }
+  // tmp_ [n, E] = the attention of layer L (KDA or MLA) over xn_.
+  void Attention(const Layer& L, const Batch& b, KvStore& kv, int32_t li, ThreadPool* pool);
+  // out [n, E] = a dense FFN over xn (split or whole).
+  void Ffn(const DenseFfn& f, ColumnGather& g, const float* xn, int64_t n, float* out,
+           ThreadPool* pool);
 
   // out[n, E] = sum_j p_j banked_j + p_cur cur with p = softmax over the banked rows (the
   // carried planes) and cur of sum(rmsnorm(.) * w); identity while nothing is banked.
   void ResMix(const float* cur, const std::vector<float>& w, int64_t n, float* out);
   void LatentMoe(const Layer& L, const float* xn, int64_t n, float* out, ThreadPool* pool);
+
+  // A split member's heads (all when not split), and the gathers of its slices.
+  Slice qh_;
+  ColumnGather kda_g_, mla_g_, ff_g_, sh_g_, lat_g_;
+  std::vector<float> o_all_;
 
   MlaOptions mla_;
   MoeConfig moe_;
@@ -108,6 +123,14 @@ Status KimiK3::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
   const HParams& hp = hp_;
   const int64_t E = hp.n_embd;
   const int64_t lat = hp.n_expert_latent > 0 ? hp.n_expert_latent : E;
+  const int T = tp_.size, r = tp_.rank;
+  const int64_t sh_ff = hp.n_ff_exp * std::max<int64_t>(hp.n_expert_shared, 1);
+  qh_ = SliceOf(hp.n_head, T, r);
+  kda_g_.SetCols(SliceWidths(hp.n_head, T, hp.kda_head_dim), r);
+  mla_g_.SetCols(SliceWidths(hp.n_head, T, hp.head_dim_v_mla), r);
+  ff_g_.SetCols(SliceWidths(hp.n_ff, T), r);
+  sh_g_.SetCols(SliceWidths(sh_ff, T), r);
+  lat_g_.SetCols(SliceWidths(lat, T), r);
   if (hp.attn_res_block_size > 0 && is_last_stage()) {
     SHOAL_ASSIGN_OR_RETURN(output_res_, LoadVector(f, "output_res_score.weight", E));
   }
@@ -138,12 +161,19 @@ Status KimiK3::LoadLayers(const gguf::File& f, const LoadOptions& opt) {
                                LoadOptionalVector(f, n("ffn_routed_norm.weight"), lat));
       }
       if (f.FindTensor(n("ffn_gate_shexp.weight"))) {
-        SHOAL_ASSIGN_OR_RETURN(
-            L.shared, LoadDenseFfn(f, n("ffn_"), "_shexp.weight", E,
-                                   hp.n_ff_exp * std::max<int64_t>(hp.n_expert_shared, 1)));
+        SHOAL_ASSIGN_OR_RETURN(L.shared, LoadDenseFfn(f, n("ffn_"), "_shexp.weight", E, sh_ff));
       }
     } else {
       SHOAL_ASSIGN_OR_RETURN(L.dense, LoadDenseFfn(f, n("ffn_"), ".weight", E, hp.n_ff));
+    }
+    expert_load_.emplace_back(L.moe ? static_cast<size_t>(hp.n_expert) : 0, 0);
+    if (split()) {
+      if (L.recurrent) L.kda = SliceKdaHeads(L.kda, hp, qh_, embd_rows_);
+      if (!L.recurrent) L.mla = SliceMlaHeads(L.mla, hp, qh_, embd_rows_);
+      if (L.routed_down.data) L.routed_down = RowSlice(L.routed_down, SliceOf(lat, T, r));
+      if (L.routed_up.data) L.routed_up = RowSlice(L.routed_up, embd_rows_);
+      if (L.shared.gate.data) L.shared = SliceFfn(L.shared, SliceOf(sh_ff, T, r));
+      if (!L.moe) L.dense = SliceFfn(L.dense, SliceOf(hp.n_ff, T, r));
     }
     layers_.push_back(std::move(L));
   }
@@ -186,32 +216,78 @@ void KimiK3::ResMix(const float* cur, const std::vector<float>& w, int64_t n, fl
 }
 
 void KimiK3::LatentMoe(const Layer& L, const float* xn, int64_t n, float* out, ThreadPool* pool) {
+  // [n, E] -> (routed_down, gathered) latent [n, lat] -> experts (this member's, gathered in
+  // RunMoe) -> routed norm -> (routed_up, gathered) [n, E], plus the shared experts.
   const int64_t E = hp_.n_embd;
   const float* z = xn;
   int64_t lat = E;
   if (L.routed_down.data) {
-    lat = L.routed_down.rows;
+    lat = split() ? lat_g_.total() : L.routed_down.rows;
     Grow(lat_, n * lat);
-    kernels::MatMul(L.routed_down, xn, E, n, lat_.data(), lat, pool, &mm_);
+    MatMulGather(L.routed_down, xn, n, lat_g_, lat_.data(), pool, &mm_);
     z = lat_.data();
   }
   // Router on the full-width input, experts on the latent one.
   Grow(lat2_, n * lat);
-  RunMoe(moe_, L.experts, xn, E, z, lat, n, lat2_.data(), pool, &moe_s_);
+  Status moe_status;
+  const MoeShard shard{comm(), tp_.rank, tp_.size, &moe_status};
+  const size_t li = static_cast<size_t>(&L - layers_.data());
+  RunMoe(moe_, L.experts, xn, E, z, lat, n, lat2_.data(), pool, &moe_s_, split() ? &shard : nullptr,
+         expert_load_[li].data());
+  if (!moe_status.ok()) FailStep(std::move(moe_status));
   if (!L.routed_norm.empty())
     for (int64_t r = 0; r < n; ++r)
       kernels::RmsNorm(lat2_.data() + r * lat, L.routed_norm.data(), lat2_.data() + r * lat, lat,
                        hp_.rms_eps);
   if (L.routed_up.data) {
-    kernels::MatMul(L.routed_up, lat2_.data(), lat, n, out, E, pool, &mm_);
+    MatMulGather(L.routed_up, lat2_.data(), n, embd_gather_, out, pool, &mm_);
   } else {
     std::copy(lat2_.data(), lat2_.data() + n * E, out);
   }
   if (L.shared.gate.data) {
     Grow(sh_, n * E);
-    RunDenseFfn(L.shared, situ_, xn, E, n, sh_.data(), E, pool, &ffn_s_);
+    Ffn(L.shared, sh_g_, xn, n, sh_.data(), pool);
     kernels::AddInPlace(out, sh_.data(), n * E);
   }
+}
+
+void KimiK3::Ffn(const DenseFfn& f, ColumnGather& g, const float* xn, int64_t n, float* out,
+                 ThreadPool* pool) {
+  if (split()) {
+    SplitFfn(f, situ_, g, xn, n, out, pool, &ffn_s_);
+  } else {
+    RunDenseFfn(f, situ_, xn, hp_.n_embd, n, out, hp_.n_embd, pool, &ffn_s_);
+  }
+}
+
+void KimiK3::Attention(const Layer& L, const Batch& b, KvStore& kv, int32_t li, ThreadPool* pool) {
+  const HParams& hp = hp_;
+  const int64_t n = b.n_rows();
+  if (L.recurrent) {
+    const int64_t per_layer = KdaState::Floats(hp, qh_.count);
+    for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
+      kda_views_[ci] = KdaState::At(hp, qh_.count, chunk_state(ci) + L.kda_index * per_layer);
+      kda_states_[ci] = &kda_views_[ci];
+    }
+    if (!split()) {
+      RunKda(hp, L.kda, xn_.data(), b, kda_states_, tmp_.data(), pool, &kda_s_);
+      return;
+    }
+    // [n, my heads x head_dim] -> gathered [n, n_head x head_dim] -> [n, E]
+    const float* o = RunKdaHeads(hp, L.kda, xn_.data(), b, kda_states_, pool, &kda_s_);
+    Grow(o_all_, n * kda_g_.total());
+    Gather(kda_g_, o, n, o_all_.data());
+    MatMulGather(L.kda.wo, o_all_.data(), n, embd_gather_, tmp_.data(), pool, &mm_);
+    return;
+  }
+  if (!split()) {
+    RunMla(hp, L.mla, mla_, xn_.data(), nullptr, b, kv, li, tmp_.data(), pool, &mla_s_);
+    return;
+  }
+  const float* o = RunMlaHeads(hp, L.mla, mla_, xn_.data(), nullptr, b, kv, li, pool, &mla_s_);
+  Grow(o_all_, n * mla_g_.total());
+  Gather(mla_g_, o, n, o_all_.data());
+  MatMulGather(L.mla.wo, o_all_.data(), n, embd_gather_, tmp_.data(), pool, &mm_);
 }
 
 void KimiK3::BeginStep(const Batch& b) {
@@ -234,16 +310,7 @@ void KimiK3::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool,
   if (banked) Carry(x, n);
   for (int64_t r = 0; r < n; ++r)
     kernels::RmsNorm(h_.data() + r * E, L.attn_norm.data(), xn_.data() + r * E, E, hp.rms_eps);
-  if (L.recurrent) {
-    const int64_t per_layer = KdaState::Floats(hp);
-    for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
-      kda_views_[ci] = KdaState::At(hp, chunk_state(ci) + L.kda_index * per_layer);
-      kda_states_[ci] = &kda_views_[ci];
-    }
-    RunKda(hp, L.kda, xn_.data(), b, kda_states_, tmp_.data(), pool, &kda_s_);
-  } else {
-    RunMla(hp, L.mla, mla_, xn_.data(), nullptr, b, kv, li, tmp_.data(), pool, &mla_s_);
-  }
+  Attention(L, b, kv, li, pool);
   if (banked) {
     std::copy(tmp_.data(), tmp_.data() + n * E, x);
   } else {
@@ -255,7 +322,7 @@ void KimiK3::RunLayer(int32_t li, const Batch& b, KvStore& kv, ThreadPool* pool,
   if (L.moe) {
     LatentMoe(L, xn_.data(), n, tmp_.data(), pool);
   } else {
-    RunDenseFfn(L.dense, situ_, xn_.data(), E, n, tmp_.data(), E, pool, &ffn_s_);
+    Ffn(L.dense, ff_g_, xn_.data(), n, tmp_.data(), pool);
   }
   kernels::AddInPlace(x, tmp_.data(), n * E);
 }
