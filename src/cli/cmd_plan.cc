@@ -10,6 +10,7 @@
 #include "io/mapped_file.h"
 #include "measure/node_measure.h"
 #include "planner/capacity.h"
+#include "planner/parallel.h"
 #include "planner/presets.h"
 
 namespace shoal::cli {
@@ -87,6 +88,28 @@ Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads,
   return planner::FindDevicePreset(device);
 }
 
+void AddSplitOptions(CLI::App* cmd, SplitArgs* a) {
+  cmd->add_option("--parallel", a->parallel,
+                  "Stages of tensor-parallel groups, as `shoal serve --parallel`: tp=T[,pp=S] "
+                  "(pp sets --stages)");
+  cmd->add_option("--tp-mode", a->tp_mode, "With --parallel: exact or fast")
+      ->check(CLI::IsMember({"exact", "fast"}));
+  cmd->add_option("--collective-us", a->collective_us,
+                  "A collective call's cost beyond its bytes, us (0: the link's one-way latency; "
+                  "tools/calibrate measures it)");
+}
+
+Status ApplySplitOptions(const SplitArgs& a, planner::CapacityOptions* cap) {
+  SHOAL_ASSIGN_OR_RETURN(const planner::Parallel par, planner::ParseParallel(a.parallel));
+  if (par.ep > 0 && par.ep != par.tp) return Errorf("--parallel: ep must equal tp");
+  cap->tp = par.tp;
+  if (par.pp > 0) cap->stages = par.pp;
+  cap->tp_fast = a.tp_mode == "fast";
+  if (!(a.collective_us >= 0)) return Errorf("--collective-us must be >= 0");
+  cap->collective_s = a.collective_us * 1e-6;
+  return Status::Ok();
+}
+
 void OverrideLink(planner::DevicePreset* d, double mbit, double latency_us,
                   double cpu_ns_per_byte) {
   if (mbit > 0) d->node.link_bw = mbit * 1e6 / 8;
@@ -104,6 +127,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
     bool json = false, seed = false;
     int threads = 0;
     double step_overhead_ms = 0, link_mbit = 0, link_latency_us = 0, link_cpu_ns = 0;
+    SplitArgs split;
   };
   auto o = std::make_shared<Opts>();
   std::string models, devices, links;
@@ -126,6 +150,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
   cmd->add_option("--batch-tokens", o->cap.batch_tokens, "Prefill chunk (max batched tokens)");
   cmd->add_option("--stages", o->cap.stages,
                   "Whole-layer pipeline stages per replica (default: the fewest that fit)");
+  AddSplitOptions(cmd, &o->split);
   cmd->add_option("--output", o->cap.output,
                   "Tokens generated per request: price decode at prompt + output / 2 and report "
                   "served tokens/s with prefill");
@@ -170,6 +195,7 @@ void AddPlanCommand(CLI::App& app, Runner* runner) {
       auto profile = LoadModelProfile(o->model, type);
       if (!profile.ok()) return Fail(profile.status());
       o->cap.step_overhead_s = o->step_overhead_ms * 1e-3;
+      if (Status st = ApplySplitOptions(o->split, &o->cap); !st.ok()) return Fail(st);
       auto device = LoadDevice(o->device, o->threads, *profile);
       if (!device.ok()) return Fail(device.status());
       if (!o->link.empty()) {

@@ -15,6 +15,9 @@ Result<planner::DevicePreset> LoadDevice(const std::string& device, int threads,
 // From cmd_plan.cc: --link-mbit / --link-latency-us / --link-cpu-ns-per-byte override the
 // device's link (0 keeps the device's figure).
 void OverrideLink(planner::DevicePreset* d, double mbit, double latency_us, double cpu_ns_per_byte);
+// From cmd_plan.cc: --parallel, --tp-mode and --collective-us, as `shoal plan` takes them.
+void AddSplitOptions(CLI::App* cmd, SplitArgs* a);
+Status ApplySplitOptions(const SplitArgs& a, planner::CapacityOptions* cap);
 
 void AddSimCommand(CLI::App& app, Runner* runner) {
   auto* cmd = app.add_subcommand(
@@ -27,6 +30,7 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
     bool json = false;
     int threads = 0;
     double step_overhead_ms = 0, link_mbit = 0, link_latency_us = 0, link_cpu_ns = 0;
+    SplitArgs split;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "Model preset or .gguf file (as for `shoal plan`)")
@@ -46,6 +50,7 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
                   "Sequences in flight in total (default 8 per lane)");
   cmd->add_option("--lanes", o->sim.lanes, "Micro-batch lanes (scheduler instances) per replica");
   cmd->add_option("--stages", o->sim.stages, "Whole-layer pipeline stages per replica");
+  AddSplitOptions(cmd, &o->split);
   cmd->add_option("--step-overhead-ms", o->step_overhead_ms,
                   "Fixed time per engine step outside the forward passes");
   cmd->add_option("--pipeline-groups", o->sim.pipeline_groups,
@@ -90,6 +95,13 @@ void AddSimCommand(CLI::App& app, Runner* runner) {
       if (!device.ok()) return Fail(device.status());
       OverrideLink(&*device, o->link_mbit, o->link_latency_us, o->link_cpu_ns);
       o->sim.step_overhead_s = o->step_overhead_ms * 1e-3;
+      planner::CapacityOptions split;
+      split.stages = o->sim.stages;
+      if (Status st = ApplySplitOptions(o->split, &split); !st.ok()) return Fail(st);
+      o->sim.stages = split.stages;
+      o->sim.tp = split.tp;
+      o->sim.tp_fast = split.tp_fast;
+      o->sim.collective_s = split.collective_s;
       auto ld = planner::ParseLinkDType(o->link_dtype);
       if (!ld.ok()) return Fail(ld.status());
       o->sim.link_dtype = *ld;

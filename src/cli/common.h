@@ -36,6 +36,12 @@ Result<std::string> ReadKeyFile(const std::string& path, const char* flag);
 // as "0.3". `flag` names the option in errors.
 Result<uint64_t> ParseMemSize(const std::string& s, const char* flag);
 
+// `shoal plan` and `shoal sim`: --parallel tp=T[,pp=S], --tp-mode, --collective-us.
+struct SplitArgs {
+  std::string parallel, tp_mode = "exact";
+  double collective_us = 0;
+};
+
 // "a,b,,c" -> {"a", "b", "c"} (empty items dropped).
 std::vector<std::string> SplitList(const std::string& s);
 

@@ -132,7 +132,7 @@ double PrefillSeconds(const ModelProfile& p, const DevicePreset& d, const Capaci
       const StepCost pc = StageMixedCost(p, d.node, r.config, s, rows, prompts, prompt / 2);
       *lat += pc.latency_s;
       *busy = std::max(*busy, pc.busy_s);
-      sum_busy += pc.busy_s;
+      sum_busy += pc.core_s();
     }
   };
   double lat = 0, busy = 0;
@@ -140,7 +140,8 @@ double PrefillSeconds(const ModelProfile& p, const DevicePreset& d, const Capaci
     pass(chunk, 1, &lat, &busy);
     // Stages sharing C cores (--host-cores): a chunk's work at every stage over min(C, stages)
     // cores apart, if that is longer than the busiest stage's occupancy.
-    const double cores = std::min<double>(r.opt.host_cores, static_cast<double>(r.stages.size()));
+    const double cores =
+        std::min<double>(r.opt.host_cores, static_cast<double>(r.nodes_per_replica));
     if (cores > 0) busy = std::max(busy, sum_busy / cores);
     return lat + (chunks - 1) * busy + r.opt.step_overhead_s;
   }
@@ -167,7 +168,7 @@ int32_t PipelineGroups(const ModelProfile& p, const CapacityOptions& o, double s
 struct DecodePass {
   double latency_s = 0;    // summed over the stages
   double busy_s = 0;       // the busiest stage's occupancy
-  double sum_busy_s = 0;   // every stage's occupancy, for shared cores
+  double sum_busy_s = 0;   // every stage's CPU (StepCost::core_s), for shared cores
   size_t busiest = 0;      // that stage's index
   const char* bound = "";  // and what binds it
 };
@@ -178,7 +179,7 @@ DecodePass PriceDecodePass(const ModelProfile& p, const measure::NodeInfo& node,
   for (size_t i = 0; i < r.stages.size(); ++i) {
     const StepCost s = StageDecodeCost(p, node, r.config, r.stages[i], mb);
     out.latency_s += s.latency_s;
-    out.sum_busy_s += s.busy_s;
+    out.sum_busy_s += s.core_s();
     if (s.busy_s > out.busy_s) {
       out.busy_s = s.busy_s;
       out.bound = s.bound;
@@ -193,7 +194,7 @@ DecodePass PriceDecodePass(const ModelProfile& p, const measure::NodeInfo& node,
 struct DecodeRound {
   DevicePreset run;         // the device as each stage runs it (co-running, or alone)
   bool co_running = false;  // stages share one machine and overlap their groups' steps
-  double cores = 0;         // min(host_cores, stages), with host_cores > 0
+  double cores = 0;         // min(host_cores, nodes of a replica), with host_cores > 0
   double trip = 0;          // one group step's work, every stage
   double cycle = 0;         // seconds per round
 };
@@ -206,8 +207,9 @@ DecodeRound PriceDecode(const ModelProfile& p, const DevicePreset& d, CapacityRe
   DecodeRound round;
   // Stages that share one machine (--host-cores) and overlap their groups' steps compute at the
   // same time and share its memory bus: priced on the node as it runs beside the others.
-  round.co_running = r->opt.host_cores > 0 && r->groups > 1 && S > 1;
-  round.cores = std::min<double>(r->opt.host_cores, S);  // with host_cores > 0
+  // A tensor-parallel group's members always compute at the same time.
+  round.co_running = r->opt.host_cores > 0 && ((r->groups > 1 && S > 1) || r->opt.tp > 1);
+  round.cores = std::min<double>(r->opt.host_cores, static_cast<double>(r->nodes_per_replica));
   round.run = d;
   if (round.co_running) round.run.node = measure::CoRunning(d.node);
   const double ovh = r->opt.step_overhead_s;
@@ -327,6 +329,8 @@ Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d
     return Errorf("plan: context, concurrency and batch tokens must be >= 1, nodes >= 0");
   if (o.stages < 0 || o.output < 0 || !(o.step_overhead_s >= 0) || o.host_cores < 0)
     return Errorf("plan: stages, output, step overhead and host cores must be >= 0");
+  if (o.tp < 1 || o.tp > 64 || !(o.collective_s >= 0))
+    return Errorf("plan: tp must be 1-64 and the collective cost >= 0");
   CapacityReport r;
   r.model = p.hp.name.empty() ? p.hp.arch : p.hp.name;
   r.device = d.name;
@@ -373,7 +377,12 @@ Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d
   int64_t replicas = 1;
   for (int pass = 0; pass < 2; ++pass) {
     c.max_num_seqs = static_cast<int32_t>((o.concurrency + replicas - 1) / replicas);
-    const int32_t pipe = MinPipelineStages(p, d.node, c);
+    // A tensor-parallel group holds what T nodes hold (each member 1/T of the layers, planner/
+    // parallel.h MemberMemory, with the embedding whole: a little less).
+    const int64_t tp = std::max(1, o.tp);
+    measure::NodeInfo group = d.node;
+    group.mem_limit *= static_cast<uint64_t>(tp);
+    const int32_t pipe = MinPipelineStages(p, group, c);
     if (o.stages > 0 && (pipe == 0 || o.stages < pipe || o.stages > p.n_layer()))
       return Errorf(
           "plan: --stages {} is not possible: {} needs {} whole-layer stages{} and has {} "
@@ -381,16 +390,17 @@ Result<CapacityReport> PlanCapacity(const ModelProfile& p, const DevicePreset& d
           o.stages, r.model, pipe, pipe == 0 ? " (a layer must be split)" : "", p.n_layer());
     if (pipe > 0) {
       int64_t per = o.stages > 0 ? o.stages : pipe;
-      if (pass == 1 && o.stages == 0 && o.nodes > 0 && o.nodes >= pipe)
-        per = std::min<int64_t>(p.n_layer(), std::max<int64_t>(pipe, o.nodes / replicas));
-      std::vector<measure::NodeInfo> nodes(static_cast<size_t>(per), d.node);
+      if (pass == 1 && o.stages == 0 && o.nodes > 0 && o.nodes >= pipe * tp)
+        per = std::min<int64_t>(p.n_layer(), std::max<int64_t>(pipe, o.nodes / replicas / tp));
+      std::vector<measure::NodeInfo> nodes(static_cast<size_t>(per), group);
       for (size_t i = 0; i < nodes.size(); ++i) nodes[i].name = fmt::format("n{}", i);
       SHOAL_ASSIGN_OR_RETURN(Plan plan, MakePlan(p, nodes, c));
-      r.mode = per == 1 ? "single node" : "pipeline";
+      r.mode = tp > 1 ? "tensor parallel" : per == 1 ? "single node" : "pipeline";
       r.stages.clear();
-      for (const Stage& s : plan.stages) r.stages.push_back({s.first_layer, s.last_layer, 1, 0});
+      for (const Stage& s : plan.stages)
+        r.stages.push_back({s.first_layer, s.last_layer, tp, 0, o.tp_fast, o.collective_s});
       r.pipeline = std::move(plan);
-      r.nodes_per_replica = per;
+      r.nodes_per_replica = per * tp;
     } else {
       int64_t per_layer = 1, per_node = 0;
       SHOAL_ASSIGN_OR_RETURN(r.stages, LayerGroups(p, c, r.node_usable, &per_layer, &per_node));

@@ -42,15 +42,27 @@ struct CapacityOptions {
   // nodes on C cores); 0 = each node is its own machine. A round then lasts at least the
   // stages' summed work over min(C, S) cores.
   int32_t host_cores = 0;
+  // Members of every stage's tensor-parallel group (`--parallel tp=T`: whole-layer stages, each
+  // split over T nodes as the runtime splits them); 1: whole stages. tp_fast: `--tp-mode fast`.
+  int32_t tp = 1;
+  bool tp_fast = false;
+  // Seconds one collective call costs beyond its bytes (the members' meeting: a message each
+  // way, wake-ups, the wait for the slowest); 0: the link's one-way latency. tools/calibrate
+  // measures it.
+  double collective_s = 0;
 };
 
-// One pipeline stage of a replica: a range of layers on one node, or one layer (or the output
-// head, first_layer == n_layer) split over a group: `dense_nodes` shard the dense tensors and
-// the KV (tensor parallel), `expert_nodes` hold the routed experts (expert parallel).
+// One pipeline stage of a replica: a range of layers on one node; a range split over a group of
+// `dense_nodes` members as the runtime splits it (`--parallel tp=T`: every member holds a slice
+// of every layer, planner/parallel.h, and gathers it); or one layer (or the output head,
+// first_layer == n_layer) split over a group: `dense_nodes` shard the dense tensors and the KV
+// (tensor parallel), `expert_nodes` hold the routed experts (expert parallel).
 struct StageSpec {
   int32_t first_layer = 0, last_layer = 0;
   int64_t dense_nodes = 1;
   int64_t expert_nodes = 0;
+  bool tp_fast = false;      // a split range: all-reduces of partial sums (`--tp-mode fast`)
+  double collective_s = 0;   // a split range: CapacityOptions::collective_s
   bool embed_only = false;   // nodes that only hold the token embedding (lookups cost ~0)
   bool layer_group = false;  // one layer priced as a group (layer-split mode; head apart)
   int64_t nodes() const { return dense_nodes + expert_nodes; }
@@ -64,6 +76,11 @@ struct StepCost {
   double busy_s = 0;
   double latency_s = 0;
   const char* bound = "memory bandwidth";
+  // A split range: its members, and the part of busy_s they spend waiting in collectives (not
+  // computing), so that shared cores are charged members x (busy_s - wait_s).
+  int64_t members = 1;
+  double wait_s = 0;
+  double core_s() const { return static_cast<double>(members) * (busy_s - wait_s); }
 };
 StepCost StageDecodeCost(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
                          const StageSpec& s, double batch);

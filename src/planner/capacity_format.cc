@@ -26,6 +26,9 @@ std::string StageText(const StageSpec& s, int32_t n_layer) {
   if (s.embed_only) return fmt::format("token embedding on {} node(s)", s.dense_nodes);
   if (s.first_layer >= n_layer) return fmt::format("output head on {} node(s)", s.dense_nodes);
   std::string t = fmt::format("layers [{}, {})", s.first_layer, s.last_layer);
+  if (s.dense_nodes > 1 && !s.layer_group)
+    return t + fmt::format(", split over {} members ({}: heads, FFN columns, experts, vocabulary)",
+                           s.dense_nodes, s.tp_fast ? "fast" : "exact");
   if (s.dense_nodes > 1) t += fmt::format(", dense tensors + KV sharded over {}", s.dense_nodes);
   if (s.expert_nodes > 0) t += fmt::format(", experts over {} nodes", s.expert_nodes);
   return t;
@@ -59,7 +62,7 @@ std::string FormatCapacity(const CapacityReport& r) {
   if (r.mode == "layer split")
     o += fmt::format("  every layer is split: up to {} nodes per layer, {} experts per node\n",
                      r.max_nodes_per_layer, r.experts_per_node);
-  if (r.pipeline) {
+  if (r.pipeline && r.opt.tp == 1) {
     o += FormatPlan(*r.pipeline);
   } else {
     const size_t shown = std::min<size_t>(r.stages.size(), 4);
@@ -128,6 +131,7 @@ std::string CapacityToJson(const CapacityReport& r) {
     st.push_back({{"first_layer", s.first_layer},
                   {"last_layer", s.last_layer},
                   {"dense_nodes", s.dense_nodes},
+                  {"tp_fast", s.tp_fast},
                   {"expert_nodes", s.expert_nodes},
                   {"embed_only", s.embed_only}});
   j["stages"] = st;

@@ -187,6 +187,39 @@ int64_t LargestGatherFloats(const ModelProfile& p, const PlanConfig& c) {
   return std::max(n * width, int64_t{std::max(1, c.max_num_seqs)} * hp.n_vocab);
 }
 
+TpCollectives LayerCollectives(const HParams& hp, int32_t l, bool fast) {
+  TpCollectives c;
+  const auto E = static_cast<double>(hp.n_embd);
+  double att = static_cast<double>(hp.n_head * hp.head_dim_v);
+  if (hp.is_recurrent_layer(l)) {
+    att = static_cast<double>(hp.n_head * hp.kda_head_dim);
+  } else if (hp.is_mla()) {
+    att = static_cast<double>(hp.n_head * hp.head_dim_v_mla);
+  }
+  // A projection back to the residual: a gather of its input and of its output, or (fast) one
+  // all-reduce of its partial sums.
+  auto project = [&](double in) {
+    if (fast) {
+      c.reduces.push_back(E);
+    } else {
+      c.gathers.push_back(in);
+      c.gathers.push_back(E);
+    }
+  };
+  project(att);
+  if (!hp.is_moe_layer(l)) {
+    project(static_cast<double>(hp.n_ff));
+    return c;
+  }
+  const double lat = hp.n_expert_latent > 0 ? static_cast<double>(hp.n_expert_latent) : E;
+  if (hp.n_expert_latent > 0) c.gathers.push_back(lat);  // routed_down
+  c.gathers.push_back(static_cast<double>(hp.n_expert_used) * lat);
+  if (hp.n_expert_latent > 0) c.gathers.push_back(E);  // routed_up
+  if (hp.n_expert_shared > 0)
+    project(static_cast<double>(hp.n_ff_exp * hp.n_expert_shared));
+  return c;
+}
+
 uint64_t CollectiveBufferBytes(const ModelProfile& p, const PlanConfig& c) {
   constexpr uint64_t kCopies = 5;
   return kCopies * sizeof(float) * static_cast<uint64_t>(LargestGatherFloats(p, c));

@@ -57,6 +57,19 @@ StageMemory MemberMemory(const ModelProfile& p, const PlanConfig& c, const Stage
 // gathered tensor (attention output, FFN activations, embedding, experts' outputs: top-k rows of
 // n_embd each), or the logits of max_num_seqs rows.
 int64_t LargestGatherFloats(const ModelProfile& p, const PlanConfig& c);
+// The collectives one row makes through layer l of a stage split over members, each as the
+// floats it carries per row (model/tensor_parallel.h). Exact: all-gathers of the attention
+// output, the output projection, the FFN activations and the down projection (shared experts
+// alike), of the routed experts' outputs (top-k rows) and, for kimi-k3's latent experts, of the
+// latent. Fast (llama family): the output and down projections' all-reduces replace their two
+// gathers each.
+struct TpCollectives {
+  std::vector<double> gathers;  // each member sends its 1/T share to every other
+  std::vector<double> reduces;  // each member sends its whole partial sum to every other
+  int calls() const { return static_cast<int>(gathers.size() + reduces.size()); }
+};
+TpCollectives LayerCollectives(const HParams& hp, int32_t l, bool fast);
+
 // Bytes a member's collectives hold at their peak: the gathered result, its own part, the
 // reordered copy (model/tensor_parallel.h ColumnGather) and the frames on the way in and out
 // (net::Conn: payload, sealed copy, receive buffer): 5 copies of the largest gather.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "planner/capacity.h"
+#include "planner/parallel.h"
 
 namespace shoal::planner {
 namespace {
@@ -110,6 +111,49 @@ Parts SplitHead(const ModelProfile& p, const measure::NodeInfo& node, const Plan
   return r;
 }
 
+double LinkCpu(const measure::NodeInfo& n, double bytes);
+
+// A whole-layer range split over s.dense_nodes members as the runtime splits it (`--parallel
+// tp=T`): each member computes 1/T of the stage's work (weights, cache, attention, the head's
+// vocabulary; the norms and the embedding lookup are whole but small), then, layer by layer, the
+// collectives of planner::LayerCollectives, and the last stage gathers the sampled rows' logits.
+// A call costs s.collective_s (or the link's latency) plus its bytes in at the link's rate, or
+// the network stacks' CPU for the bytes a member sends where that is longer; the members compute
+// nothing meanwhile, so busy and latency both hold it all. `whole`: the stage's cost on one
+// node; hop_bytes: member 0's send to the next stage.
+StepCost SplitRange(const ModelProfile& p, const measure::NodeInfo& node, const PlanConfig& c,
+                    const StageSpec& s, const Parts& whole, double tokens, double sampled,
+                    bool last, double hop_bytes) {
+  const double T = static_cast<double>(s.dense_nodes);
+  const double bw = Bw(node, c);
+  const double call = s.collective_s > 0 ? s.collective_s : Lat(node, c);
+  double calls = 0, comm = 0, cpu = 0;
+  auto add = [&](double rows, double floats, bool reduce) {
+    // Bytes a member receives and sends: (T - 1) shares of 1/T (gather) or whole vectors.
+    const double bytes = rows * floats * 4.0 * (T - 1) / (reduce ? 1.0 : T);
+    calls += 1;
+    comm += std::max(bytes / bw, LinkCpu(node, bytes));
+    cpu += LinkCpu(node, bytes);
+  };
+  for (int32_t l = s.first_layer; l < s.last_layer; ++l) {
+    const TpCollectives lc = LayerCollectives(p.hp, l, s.tp_fast);
+    for (double f : lc.gathers) add(tokens, f, false);
+    for (double f : lc.reduces) add(tokens, f, true);
+  }
+  if (last) add(sampled, static_cast<double>(p.hp.n_vocab), false);
+  StepCost out;
+  out.members = s.dense_nodes;
+  const double compute = whole.dense / T;
+  const double hop = hop_bytes / bw, hop_cpu = LinkCpu(node, hop_bytes);
+  out.busy_s = compute + calls * call + comm + hop_cpu;
+  out.wait_s = calls * call + comm - cpu;
+  out.latency_s = compute + calls * call + comm + std::max(hop, hop_cpu) + Lat(node, c);
+  out.bound = calls * call + comm > compute ? "collectives"
+              : whole.dense_mem >= 0.999 * whole.dense ? "memory bandwidth"
+                                                         : "compute";
+  return out;
+}
+
 // The network stacks' CPU for `bytes` sent (both ends): time the sending stage computes
 // nothing else. It overlaps the bytes' time on the wire, so it adds to a step's latency only
 // where it is the longer of the two.
@@ -169,6 +213,8 @@ StepCost Cost(const ModelProfile& p, const measure::NodeInfo& node, const PlanCo
     r.dense_mem =
         EstimateStageStepSeconds(p, MemoryOnly(node), c, s.first_layer, s.last_layer, tokens);
   }
+  if (s.dense_nodes > 1 && !s.layer_group && s.first_layer < p.n_layer())  // --parallel tp=T
+    return SplitRange(p, node, c, s, r, tokens, sampled, last, hop_bytes);
   return FromParts(r, hop_bytes, node, c);
 }
 

@@ -34,12 +34,16 @@ void BuildStar(State* s, double bw, double lat) {
   for (int64_t i = 0; i < s->report.hosts; ++i) s->hosts.push_back(add(fmt::format("n{}", i), bw));
   // Shared cores: one single-core host per core of the machine the stages' execs run on
   // (State::PickCore); they send nothing, so they have no route. Stage i starts on core i mod
-  // cores, the coordinator after the last stage.
+  // cores, the coordinator after the last stage, member k of a split stage i on core i + k.
   const auto cores = static_cast<size_t>(s->opt.host_cores);
   for (size_t c = 0; c < cores; ++c)
     s->cores.push_back(zone->create_host(fmt::format("core{}", c), kHostSpeed));
   s->core_execs.assign(cores, 0);
   for (size_t i = 0; cores > 0 && i <= s->stages.size(); ++i) s->last_core.push_back(i % cores);
+  // Then members 1.. of each split stage (State::MemberSlot), on the cores after it.
+  for (size_t i = 0; cores > 0 && i < s->stages.size(); ++i)
+    for (int64_t k = 1; k < s->stages[i].dense_nodes; ++k)
+      s->last_core.push_back((i + static_cast<size_t>(k)) % cores);
   zone->seal();
 }
 

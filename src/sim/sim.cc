@@ -56,6 +56,27 @@ void StepOverhead(State* s) {
   --s->core_execs[core];
 }
 
+// Members 1.. of split stage i computing `work` seconds each beside member 0, each on the core
+// PickCore gives its slot; false when one failed.
+bool RunMembers(State* s, size_t i, const planner::StepCost& c, double work) {
+  std::vector<std::pair<sg4::ExecPtr, size_t>> execs;
+  for (int64_t k = 1; k < c.members; ++k) {
+    const size_t core = s->PickCore(s->MemberSlot(i, k));
+    sg4::ExecPtr ex = sg4::this_actor::exec_init(work * kHostSpeed);
+    ex->set_host(s->cores[core]);
+    ex->start();
+    ++s->core_execs[core];
+    ++s->report.activities;
+    execs.emplace_back(ex, core);
+  }
+  bool ok = true;
+  for (auto& [ex, core] : execs) {
+    ok = WaitOk(ex, work) && ok;
+    --s->core_execs[core];
+  }
+  return ok;
+}
+
 // What one lane's step plan holds.
 struct Counts {
   int32_t decode = 0, prefill = 0, sampled = 0;
@@ -107,12 +128,18 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
     const double beside = (1 - s->opt.link_cpu_send_share) * send_cpu;
     const size_t core = s->cores.empty() ? 0 : s->PickCore(i);
     sg4::Host* on = s->cores.empty() ? host : s->cores[core];
-    sg4::ExecPtr ex = sg4::this_actor::exec_init((c.busy_s - send_cpu) * kHostSpeed);
+    // A split stage on shared cores: every member computes its share on a core of its own at
+    // the same time, then they wait out the collectives (planner::StepCost::wait_s) together.
+    const bool members = !s->cores.empty() && c.members > 1;
+    const double work = c.busy_s - send_cpu - (members ? c.wait_s : 0);
+    sg4::ExecPtr ex = sg4::this_actor::exec_init(work * kHostSpeed);
     ex->set_host(on);
     ex->start();
     if (!s->cores.empty()) ++s->core_execs[core];
     ++s->report.activities;
-    bool ok = WaitOk(ex, c.busy_s);
+    bool ok = members ? RunMembers(s, i, c, work) : true;
+    ok = WaitOk(ex, c.busy_s) && ok;
+    if (members && ok) sg4::this_actor::sleep_for(c.wait_s);
     sg4::Host* next = last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
     sg4::CommPtr cm;
     sg4::ExecPtr rx;  // the CPU beside the send

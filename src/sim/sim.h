@@ -44,6 +44,11 @@ struct SimOptions {
   // As planner::CapacityOptions::host_cores: the stages' compute runs on one simulated machine
   // of this many cores (links stay per node); 0 = each node computes on its own host.
   int32_t host_cores = 0;
+  // As planner::CapacityOptions::tp, tp_fast and collective_s: every stage a tensor-parallel
+  // group of tp members (each its own host; on --host-cores, each member computes on a core).
+  int32_t tp = 1;
+  bool tp_fast = false;
+  double collective_s = 0;
   planner::LinkDType link_dtype = planner::LinkDType::kF16;  // activations on the wire
   // Of the network stacks' CPU for a hop's bytes (measure::NodeInfo::link_cpu_s_per_byte), the
   // share the sending stage's own thread spends in its send, holding the stage; the rest (the

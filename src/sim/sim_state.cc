@@ -71,6 +71,9 @@ Result<ReplicaPlan> PlanReplicas(const planner::ModelProfile& m, const planner::
   co.step_overhead_s = o.step_overhead_s;
   co.pipeline_groups = o.pipeline_groups;
   co.host_cores = o.host_cores;
+  co.tp = o.tp;
+  co.tp_fast = o.tp_fast;
+  co.collective_s = o.collective_s;
   co.link_dtype = o.link_dtype;
   ReplicaPlan rp;
   SHOAL_ASSIGN_OR_RETURN(rp.plan, planner::PlanCapacity(m, d, co));
@@ -156,9 +159,9 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   const int64_t reps = rp.replicas;
   plan = rp.plan;
   stages = plan.stages;
-  // As the planner prices it: stages sharing one machine whose groups overlap compute beside
-  // each other, on the node as it runs then (measure::CoRunning).
-  if (o.host_cores > 0 && plan.groups > 1 && stages.size() > 1)
+  // As the planner prices it: stages sharing one machine whose groups overlap, or the members
+  // of a tensor-parallel group, compute beside each other, on the node as it runs then (measure::CoRunning).
+  if (o.host_cores > 0 && ((plan.groups > 1 && stages.size() > 1) || o.tp > 1))
     device.node = measure::CoRunning(d.node);
   row_bytes = planner::LinkRowBytes(plan.config.link_dtype, m.hp.n_embd);
   report.model = plan.model;
@@ -375,6 +378,12 @@ size_t State::PickCore(size_t who) {
       if (core_execs[k] < core_execs[c]) c = k;
   last_core[who] = c;
   return c;
+}
+
+size_t State::MemberSlot(size_t stage, int64_t k) const {
+  size_t slot = stages.size() + 1;
+  for (size_t i = 0; i < stage; ++i) slot += static_cast<size_t>(stages[i].dense_nodes - 1);
+  return slot + static_cast<size_t>(k - 1);
 }
 
 uint64_t State::ReturnBytes(int32_t sampled) const {

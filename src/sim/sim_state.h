@@ -82,7 +82,8 @@ struct State {
   // opt.host_cores > 0: the shared machine, one single-core host per core (see PickCore).
   std::vector<simgrid::s4u::Host*> cores;
   std::vector<int32_t> core_execs;  // execs computing on each core now
-  std::vector<size_t> last_core;    // where each stage (and, last, the coordinator) last ran
+  // Where each stage, the coordinator, then each split stage's members 1.. last ran.
+  std::vector<size_t> last_core;
   std::vector<int64_t> spares;      // host indices
   std::unordered_map<int64_t, int32_t> owner;  // host index -> replica
   std::vector<uint8_t> dead;
@@ -106,6 +107,8 @@ struct State {
   // exec on, as the kernel wakes a thread: its last core, unless that one is computing and
   // another computes less. An exec stays on its core until done.
   size_t PickCore(size_t who);
+  // PickCore's slot of member k >= 1 of split stage i (member 0 is the stage's own slot i).
+  size_t MemberSlot(size_t stage, int64_t k) const;
   void Finalize();
 };
 

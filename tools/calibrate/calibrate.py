@@ -33,7 +33,7 @@ from node_fit import fit
 from pipelines import measure_rounds
 from pricing import group_runs, price_levels, price_rows
 import report
-from settings import CONFIGS, MODEL_LAYERS, QUICK
+from settings import CONFIGS, MODEL_LAYERS, QUICK, TP_CONFIGS
 
 
 def parse_args():
@@ -41,6 +41,9 @@ def parse_args():
     ap.add_argument("--shoal", default="build/bin/shoal")
     ap.add_argument("--out", default=None, help="write the table and raw JSON here")
     ap.add_argument("--quick", action="store_true", help="3 loopback configurations only")
+    ap.add_argument("--rows", choices=("pipeline", "tp"), default="pipeline",
+                    help="pipeline: the 8 pipeline configurations; tp: tensor-parallel groups "
+                    "beside one node (settings.TP_CONFIGS, with the tensor-parallel probe)")
     ap.add_argument("--repeat", type=int, default=12,
                     help="rounds: each runs the probes and every configuration once; a row "
                     "shows its runs' central value (the middle two thirds' mean)")
@@ -95,7 +98,7 @@ def main():
     # it has beyond the hops plan prices is the per-step overhead (--step-overhead-ms), and what
     # 2 stages add to it beyond their priced extra hop is a hop's own cost, added to every hop's
     # latency. Both come from measured times alone, not from a price of the stages' work.
-    configs = QUICK if a.quick else CONFIGS
+    configs = QUICK if a.quick else TP_CONFIGS if a.rows == "tp" else CONFIGS
     m = measure_links()
     have_ns = open_netns(configs)
     try:

@@ -8,15 +8,15 @@ tests/testdata/calibration's fixture was made so; every figure priced stays as m
 import json
 import sys
 
-from settings import LOOPBACK_SEND_SHARE, SHAPED_SEND_SHARE
+from settings import LOOPBACK_SEND_SHARE, SHAPED_SEND_SHARE, norm
 
 # The fields the calibration reads of a saved file (calibrate.py, pricing.py, report.py):
 # a row's run (its central values, its own-CPU pricing, the cores diagnostics), a probe's run
 # (busy time, serving path, prompt length), a co-running pair, and the node measurements that
 # pool_nodes pools (the last node is kept whole: its other fields make the device file).
 RUN_KEYS = ("completed", "duration", "mean_ttft_ms", "output_throughput", "total_input_tokens",
-            "stage_cpu_s", "machine_busy_s", "machine_cpu_s")
-PROBE_KEYS = ("completed", "mean_e2el_ms", "stage_busy_s", "total_input_tokens")
+            "stage_cpu_s", "machine_busy_s", "machine_cpu_s", "collective")
+PROBE_KEYS = ("completed", "mean_e2el_ms", "stage_busy_s", "total_input_tokens", "collective")
 CORUN_KEYS = ("ratio", "ratio_cpu", "streams")
 POOLED_NODE_KEYS = ("mem_bw", "weight_bw", "attn_flops", "weight_bw_batch", "corun_slowdown",
                     "type_bw_batch", "matmul_flops")
@@ -24,7 +24,8 @@ POOLED_NODE_KEYS = ("mem_bw", "weight_bw", "attn_flops", "weight_bw_batch", "cor
 
 class Measured:
     """The links' probes, the served probes' runs, the co-running pairs, the node measurements
-    and the rows' runs (meas: (stages, concurrency, requests, link, bench JSON) in run order)."""
+    and the rows' runs (meas: (stages, concurrency, requests, link, tp, bench JSON) in run order;
+    files saved before tensor-parallel rows have 4-field configurations: tp 1)."""
 
     def __init__(self, lat, lo_bw, lo_cpu, lo_share):
         self.lat, self.lo_bw, self.lo_cpu, self.lo_share = lat, lo_bw, lo_cpu, lo_share
@@ -37,7 +38,7 @@ class Measured:
         saved = json.load(open(path))
         m = cls(saved["latency_s"], saved["loopback_bw"], saved["loopback_cpu"],
                 saved.get("loopback_send_share", LOOPBACK_SEND_SHARE))
-        m.meas = [tuple(x["config"]) + (x["bench"],) for x in saved["runs"]]
+        m.meas = [norm(x["config"]) + (x["bench"],) for x in saved["runs"]]
         m.lat_ns, m.cpu_ns = saved["latency_ns_s"], saved["shaped_cpu"]
         m.ns_share = saved.get("shaped_send_share", SHAPED_SEND_SHARE)
         m.bw_ns, m.nodes, m.probe = saved["shaped_bw"], saved["nodes"], saved["probe"]
@@ -49,7 +50,7 @@ class Measured:
                        shaped_bw=self.bw_ns, loopback_cpu=self.lo_cpu, shaped_cpu=self.cpu_ns,
                        loopback_send_share=self.lo_share, shaped_send_share=self.ns_share,
                        load=self.load, probe=self.probe, corun=self.corun, nodes=self.nodes,
-                       runs=[dict(config=list(x[:4]), bench=x[4]) for x in self.meas]),
+                       runs=[dict(config=list(x[:5]), bench=x[5]) for x in self.meas]),
                   open(path, "w"), indent=1)
 
 

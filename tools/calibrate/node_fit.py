@@ -11,9 +11,10 @@ from stats import central, prompt_tokens
 class Calibration:
     """The fitted node (its file: device) and the links as predict() takes them."""
 
-    def __init__(self, m, device, alone, node, slowdown, per_batch, overhead, hop):
+    def __init__(self, m, device, alone, node, slowdown, per_batch, overhead, hop, collective):
         self.m, self.device, self.alone, self.node = m, device, alone, node
         self.slowdown, self.per_batch, self.overhead, self.hop = slowdown, per_batch, overhead, hop
+        self.collective = collective  # seconds a collective call costs beyond its bytes
 
     def link_args(self, link):
         """predict()'s link bandwidth, latency, per-step overhead, CPU per byte and the
@@ -75,4 +76,21 @@ def fit(shoal, model, tmp, m):
               ", ".join("%s %.1f ms" % (k, v * 1e3) for k, v in busy.items()),
               ", ".join("%s %.1f ms" % (k, v * 1e3) for k, v in gap.items()),
               link[1] * 1e3, link[2] * 1e3), flush=True)
-    return Calibration(m, device, alone, node, slowdown, per_batch, overhead, hop)
+    collective = fit_collective(m)
+    return Calibration(m, device, alone, node, slowdown, per_batch, overhead, hop, collective)
+
+
+def fit_collective(m):
+    """What a collective call costs beyond its bytes, from the tensor-parallel probe: its members'
+    metered seconds a call (central value over the rounds) less what plan prices for a call's
+    bytes on the loopback (the larger of their time at its rate and the network stacks' CPU for
+    them). 0 without the probe (plan then prices the link's latency)."""
+    runs = [x["collective"] for x in m.probe.get("servetp", []) if x.get("collective", [0, 0])[1]]
+    if not runs:
+        return 0.0
+    per_call = central([s / c for s, c, _ in runs])
+    nbytes = central([b / c for _, c, b in runs])
+    priced = max(nbytes / m.lo_bw, nbytes * m.lo_cpu)
+    print("collectives (tensor-parallel probe): %.1f us a call, %.0f bytes in (%.1f us of it "
+          "priced for the bytes)" % (per_call * 1e6, nbytes, priced * 1e6), flush=True)
+    return max(0.0, per_call - priced)

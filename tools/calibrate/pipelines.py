@@ -10,7 +10,8 @@ import time
 
 from host import (link_cpu_s_per_byte, loopback_latency_s, machine_cpu_s, node_cpu_s, own_cpu_s,
                   sh)
-from settings import (CONTEXT, NETNS, OUTPUT, PROBE_WORDS, PROBES, PROMPT_WORDS, RUN_TIMEOUT_S)
+from settings import (CONTEXT, NETNS, OUTPUT, PROBE_WORDS, PROBES, PROMPT_WORDS, RUN_TIMEOUT_S,
+                      TP_PROBES, norm)
 from stats import idle_share, per_token
 
 
@@ -26,12 +27,24 @@ def stage_totals(port, ns):
     return busy, rows
 
 
-def start_cluster(shoal, model, stages, conc, ns, tmp, tag=""):
-    """`shoal cluster up` with S stages of 1 thread, up and healthy: (process, port)."""
-    log = os.path.join(tmp, "up_%d_%d_%s%s.log" % (stages, conc, ns or "lo", tag))
-    cmd = [shoal, "cluster", "up", "-m", model, "--nodes", str(stages), "--threads-per-node", "1",
-           "--no-measure", "--port", "0", "--max-num-seqs", str(max(conc, 1)),
+def collectives(port, ns):
+    """The split stages' members' collectives so far, summed over members (the coordinator's
+    /v1/cluster): seconds, calls and bytes received; zeros without split stages."""
+    text = sh(["curl", "-s", "127.0.0.1:%s/v1/cluster" % port], timeout=10, ns=ns)
+    members = [x for s in json.loads(text).get("stages", []) for x in s.get("members", [])]
+    return [sum(x.get(k, 0) for x in members) for k in
+            ("collective_seconds_total", "collective_calls_total", "collective_bytes_in_total")]
+
+
+def start_cluster(shoal, model, stages, conc, ns, tmp, tag="", tp=1):
+    """`shoal cluster up` with S stages of 1 thread (each a group of tp members), up and
+    healthy: (process, port)."""
+    log = os.path.join(tmp, "up_%d_%d_%d_%s%s.log" % (stages, tp, conc, ns or "lo", tag))
+    cmd = [shoal, "cluster", "up", "-m", model, "--nodes", str(stages * tp), "--threads-per-node",
+           "1", "--no-measure", "--port", "0", "--max-num-seqs", str(max(conc, 1)),
            "--max-model-len", str(CONTEXT)]
+    if tp > 1:
+        cmd += ["--parallel", "tp=%d,pp=%d" % (tp, stages)]
     if ns:
         cmd = ["ip", "netns", "exec", ns] + cmd
     with open(log, "w") as f:
@@ -79,8 +92,8 @@ def bench(shoal, port, n, conc, words, output, ns=None, seed=None):
     return json.loads(sh(cmd, timeout=RUN_TIMEOUT_S + 15, ns=ns))
 
 
-def measure(shoal, model, stages, conc, n, ns, tmp, words=PROMPT_WORDS):
-    up, port = start_cluster(shoal, model, stages, conc, ns, tmp)
+def measure(shoal, model, stages, conc, n, ns, tmp, words=PROMPT_WORDS, tp=1):
+    up, port = start_cluster(shoal, model, stages, conc, ns, tmp, tp=tp)
     try:
         # A warm-up round first, as llama-bench and vLLM's benchmarks do: the first steps of a
         # fresh cluster at a new batch shape ran 30% slower here (38.6 tok/s cold against 56.3
@@ -89,10 +102,15 @@ def measure(shoal, model, stages, conc, n, ns, tmp, words=PROMPT_WORDS):
         # from the prefix cache (1 stage x 4 in flight: mean TTFT 2.2 s, against 4.4 s priced).
         bench(shoal, port, conc, conc, words, 8, ns, seed=1)
         busy0, rows0 = stage_totals(port, ns)
+        coll0 = collectives(port, ns) if tp > 1 else None
         cpu0, coord0, mach0 = node_cpu_s(up.pid), own_cpu_s(up.pid), machine_cpu_s()
         out = bench(shoal, port, n, conc, words, OUTPUT, ns)
         mach1 = machine_cpu_s()
         busy1, rows1 = stage_totals(port, ns)
+        if tp > 1:
+            # The members' heartbeat answers carry their counters: one more after the last step.
+            time.sleep(0.3)
+            out["collective"] = [b - a for a, b in zip(coll0, collectives(port, ns))]
         out["stage_cpu_s"] = node_cpu_s(up.pid) - cpu0
         # Where the cores went (diagnostics, not priced): the coordinator's own CPU, and the
         # whole machine's busy and total CPU seconds over the run (the load generator, the
@@ -166,11 +184,15 @@ def run_round(shoal, model, tmp, m, tasks, path):
     """One round's tasks (probes, a co-running pair, rows) in their order, into `m`."""
     for kind, task in tasks:
         if kind == "probe":
-            k, stages, conc, n, _ = task
-            r = measure(shoal, model, stages, conc, n, None, tmp, words=PROBE_WORDS)
-            m.probe[k].append(r)
-            print("  probe %s: %.2f ms per output token, %.2f ms busy" % (
-                k, r["mean_e2el_ms"] / OUTPUT, per_token(r) * 1e3), flush=True)
+            k, stages, conc, n, _ = task[:5]
+            tp = task[5] if len(task) > 5 else 1
+            r = measure(shoal, model, stages, conc, n, None, tmp, words=PROBE_WORDS, tp=tp)
+            m.probe.setdefault(k, []).append(r)
+            coll = r.get("collective")
+            print("  probe %s: %.2f ms per output token, %.2f ms busy%s" % (
+                k, r["mean_e2el_ms"] / OUTPUT, per_token(r) * 1e3,
+                ", collectives %.1f us a call (%d calls)" % (1e6 * coll[0] / coll[1], coll[1])
+                if coll and coll[1] else ""), flush=True)
             continue
         if kind == "corun":
             m.corun.append(measure_corun(shoal, model, tmp))
@@ -183,24 +205,27 @@ def run_round(shoal, model, tmp, m, tasks, path):
                       flush=True)
             m.nodes.append(measure_node(shoal, model, path))
             continue
-        st, conc, n, link = task
-        r = measure(shoal, model, st, conc, n, NETNS if link else None, tmp)
+        st, conc, n, link, tp = norm(task)
+        r = measure(shoal, model, st, conc, n, NETNS if link else None, tmp, tp=tp)
         m.nodes.append(measure_node(shoal, model, path))
-        print("  %d stages x %d in flight (%s): %.2f tok/s, TTFT %.0f ms, stages busy "
+        print("  %d stages%s x %d in flight (%s): %.2f tok/s, TTFT %.0f ms, stages busy "
               "%.2f s (CPU %.2f s, coordinator %.2f s, cores idle %.0f%%); node: weight "
               "streaming %s GB/s (1, 2, 4, 8 tokens)" % (
-                  st, conc, link or "loopback", r["output_throughput"],
+                  st, " of %d members" % tp if tp > 1 else "", conc, link or "loopback",
+                  r["output_throughput"],
                   r["mean_ttft_ms"], r["stage_busy_s"], r["stage_cpu_s"],
                   r["coord_cpu_s"], 100 * idle_share(r), ", ".join(
                       "%.1f" % (x / 1e9) for x in m.nodes[-1].get("weight_bw_batch", []))),
               flush=True)
-        m.meas.append((st, conc, n, link, r))
+        m.meas.append((st, conc, n, link, tp, r))
 
 
 def measure_rounds(shoal, model, tmp, m, configs, have_ns, repeat, path):
     """The node once, then `repeat` rounds, each running the probes and every configuration
     once (the shaped ones where the namespace is up), into `m`."""
-    m.probe = {k[0]: [] for k in PROBES}
+    tp_rows = any(norm(c)[4] > 1 for c in configs)
+    probes = PROBES + (TP_PROBES if tp_rows else ())
+    m.probe = {k[0]: [] for k in probes}
     m.nodes.append(measure_node(shoal, model, path))
     # Round-robin: each round runs the probes and every configuration once, so a
     # slow spell of this shared host (one configuration's 5 runs in a row read 46.7, 44.2,
@@ -218,7 +243,7 @@ def measure_rounds(shoal, model, tmp, m, configs, have_ns, repeat, path):
     order = random.Random(14)
     for rnd in range(max(1, repeat)):
         t0 = time.time()
-        tasks = [("probe", p) for p in PROBES for _ in range(p[4])] + [("corun", None)]
+        tasks = [("probe", p) for p in probes for _ in range(p[4])] + [("corun", None)]
         tasks += [("row", c) for c in configs if have_ns or not c[3]]
         order.shuffle(tasks)
         print("round %d" % (rnd + 1), flush=True)

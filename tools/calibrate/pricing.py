@@ -4,7 +4,7 @@ import json
 import os
 
 from host import sh
-from settings import BATCH_PROBES, CONFIGS, CONTEXT, OUTPUT
+from settings import ALL_CONFIGS, BATCH_PROBES, CONTEXT, OUTPUT
 from stats import central, prompt_tokens
 
 
@@ -80,9 +80,13 @@ def batch_slowdowns(shoal, model, node, slowdown, probe, tmp):
     return per
 
 
-def question(model, device, stages, conc, link_bw, lat_s, overhead_s, cpu_s=0.0):
-    """The options plan and sim share for one configuration on the node file `device`."""
-    return ["-m", model, "-d", device, "--context", str(CONTEXT),
+def question(model, device, stages, conc, link_bw, lat_s, overhead_s, cpu_s=0.0, tp=1,
+             collective_s=0.0):
+    """The options plan and sim share for one configuration on the node file `device` (tp > 1:
+    stages of tp-member groups, a collective call priced at collective_s beyond its bytes)."""
+    split = (["--parallel", "tp=%d,pp=%d" % (tp, stages), "--collective-us",
+              "%g" % (collective_s * 1e6)] if tp > 1 else [])
+    return split + ["-m", model, "-d", device, "--context", str(CONTEXT),
             "--link-cpu-ns-per-byte", "%g" % (cpu_s * 1e9),
             "--step-overhead-ms", "%g" % (overhead_s * 1e3),
             "--concurrency", str(conc), "--stages", str(stages), "--link-type", "f32",
@@ -108,12 +112,13 @@ def priced_busy_s(sim):
 
 
 def predict(shoal, model, device, stages, conc, n, prompt, link_bw, lat_s, overhead_s, cpu_s,
-            send_share=1.0):
+            send_share=1.0, tp=1, collective_s=0.0):
     """Plan and sim of one configuration; the sim also splits the link's CPU (send_share)."""
-    common = question(model, device, stages, conc, link_bw, lat_s, overhead_s, cpu_s)
+    common = question(model, device, stages, conc, link_bw, lat_s, overhead_s, cpu_s, tp,
+                      collective_s)
     split = ["--link-cpu-send-share", "%g" % send_share]
-    return (ask_plan(shoal, common, stages, prompt),
-            ask_sim(shoal, common + split, stages, conc, n, prompt))
+    return (ask_plan(shoal, common, stages * tp, prompt),
+            ask_sim(shoal, common + split, stages * tp, conc, n, prompt))
 
 
 def price_on_own_cpu(shoal, model, node, tmp, st, conc, n, prompt, link, run):
@@ -138,11 +143,12 @@ def price_on_own_cpu(shoal, model, node, tmp, st, conc, n, prompt, link, run):
 
 
 def group_runs(meas):
-    """config -> [measured], in run order; rows in CONFIGS' order."""
+    """config (stages, concurrency, requests, link, tp) -> [measured], in run order; rows in
+    ALL_CONFIGS' order."""
     runs = {}
-    for st, conc, n, link, m in sorted(meas, key=lambda x: CONFIGS.index(tuple(x[:4]))
-                                       if tuple(x[:4]) in CONFIGS else len(CONFIGS)):
-        runs.setdefault((st, conc, n, link), []).append(m)
+    order = lambda x: ALL_CONFIGS.index(x[:5]) if x[:5] in ALL_CONFIGS else len(ALL_CONFIGS)
+    for x in sorted(meas, key=order):
+        runs.setdefault(x[:5], []).append(x[5])
     return runs
 
 
@@ -150,10 +156,11 @@ def price_rows(shoal, model, tmp, cal, runs, probe_level_only):
     """Each configuration's row: its runs' central values beside plan and sim on the calibrated
     node, and (unless probe_level_only) each run priced on its own stages' CPU. (rows, raw)."""
     rows, raw = [], []
-    for (st, conc, n, link), v in runs.items():
+    for (st, conc, n, link, tp), v in runs.items():
         prompt = prompt_tokens(v)
-        plan, sim = predict(shoal, model, cal.device, st, conc, n, prompt, *cal.link_args(link))
-        row = dict(stages=st, conc=conc, n=n, link=link or "loopback", repeats=len(v),
+        plan, sim = predict(shoal, model, cal.device, st, conc, n, prompt, *cal.link_args(link),
+                            tp=tp, collective_s=cal.collective)
+        row = dict(stages=st, tp=tp, conc=conc, n=n, link=link or "loopback", repeats=len(v),
                    prompt=prompt,
                    meas_tps=central([x["output_throughput"] for x in v]),
                    meas_ttft=central([x["mean_ttft_ms"] for x in v]) / 1e3,
@@ -162,7 +169,7 @@ def price_rows(shoal, model, tmp, cal, runs, probe_level_only):
                    runs_tps=[x["output_throughput"] for x in v])
         # The same runs, each priced on its own stages' CPU (runs saved before session 13
         # have no CPU figure: none then).
-        if all("stage_cpu_s" in x for x in v) and not probe_level_only:
+        if all("stage_cpu_s" in x for x in v) and not probe_level_only and tp == 1:
             own = [price_on_own_cpu(shoal, model, cal.node, tmp, st, conc, n, prompt,
                                     cal.link_args(link), x) for x in v]
             row.update(own_f=[o[0] for o in own],
@@ -183,7 +190,7 @@ def price_levels(shoal, model, tmp, cal, rows, runs):
     1 Gbit/s rows' f reads low, 0.68-0.89, where the shaper's CPU is spent outside the
     node processes). A row's own runs do not set its level. Needs every row's own_f."""
     level_dev = os.path.join(tmp, "level.json")
-    for r, ((st, conc, n, link), v) in zip(rows, runs.items()):
+    for r, ((st, conc, n, link, _), v) in zip(rows, runs.items()):
         level = central([f for q in rows if q is not r and q["link"] == "loopback"
                          for f in q["own_f"]])
         json.dump(served_node(cal.node, level), open(level_dev, "w"))

@@ -11,14 +11,19 @@ def err_of(r):
     return lambda x: "%+.0f%%" % (100 * (x / r["meas_tps"] - 1)) if r["meas_tps"] else "-"
 
 
+def stages_of(r):
+    """A row's stages, with its tensor-parallel members ("2 x tp2")."""
+    return "%d x tp%d" % (r["stages"], r["tp"]) if r.get("tp", 1) > 1 else "%d" % r["stages"]
+
+
 def main_table(rows):
     hdr = ("| stages | in flight | link | measured tok/s | plan tok/s (err) | sim tok/s (err) "
            "| measured TTFT ms | plan TTFT ms | sim TTFT ms |")
     lines = [hdr, "|" + "---|" * 9]
     for r in rows:
         err = err_of(r)
-        lines.append("| %d | %d | %s | %.2f | %.2f (%s) | %.2f (%s) | %.0f | %.0f | %.0f |" % (
-            r["stages"], r["conc"], r["link"], r["meas_tps"], r["plan_tps"], err(r["plan_tps"]),
+        lines.append("| %s | %d | %s | %.2f | %.2f (%s) | %.2f (%s) | %.0f | %.0f | %.0f |" % (
+            stages_of(r), r["conc"], r["link"], r["meas_tps"], r["plan_tps"], err(r["plan_tps"]),
             r["sim_tps"], err(r["sim_tps"]), 1e3 * r["meas_ttft"], 1e3 * r["plan_ttft"],
             1e3 * r["sim_ttft"]))
     return lines
@@ -54,8 +59,8 @@ def cores_line(raw):
     cores = os.cpu_count() or 1
     return ("Cores: idle (whole machine, measured) / the stages' share of them "
             "(their CPU, measured) / the stages' share the sim priced: " + "; ".join(
-                "%d x %d %s %.0f%% / %.0f%% / %.0f%%" % (
-                    r["row"]["stages"], r["row"]["conc"], r["row"]["link"],
+                "%s x %d %s %.0f%% / %.0f%% / %.0f%%" % (
+                    stages_of(r["row"]), r["row"]["conc"], r["row"]["link"],
                     100 * central([idle_share(x) for x in r["bench"]]),
                     100 * central([x["stage_cpu_s"] / (cores * x["duration"])
                                    for x in r["bench"]]),
@@ -81,9 +86,12 @@ def table(rows, raw, corun, cal):
     lines.append("Priced on the node as measured (harmonic mean of %d measurements), every "
                  "bandwidth divided by %s at 1, 2, 4, 8 tokens (served stages' weight "
                  "streaming, probes); serving path %.2f ms per step, %.2f ms per hop beyond the "
-                 "priced hop (probes)." % (len(cal.m.nodes),
-                                           ", ".join("%.3f" % x for x in cal.per_batch),
-                                           cal.overhead * 1e3, cal.hop * 1e3))
+                 "priced hop (probes)%s." % (len(cal.m.nodes),
+                                             ", ".join("%.3f" % x for x in cal.per_batch),
+                                             cal.overhead * 1e3, cal.hop * 1e3,
+                                             "; a collective call %.1f us beyond its bytes "
+                                             "(tensor-parallel probe)" % (cal.collective * 1e6)
+                                             if cal.collective else ""))
     return "\n".join(lines)
 
 
@@ -93,6 +101,7 @@ def write(out, text, raw, cal):
     open(os.path.join(out, "calibration.md"), "w").write(text + "\n")
     json.dump(dict(rows=raw, node=cal.node, node_alone=cal.alone, slowdown=cal.slowdown,
                    batch_slowdown=cal.per_batch,
-                   step_overhead_s=cal.overhead, hop_s=cal.hop, probe=cal.m.probe,
+                   step_overhead_s=cal.overhead, hop_s=cal.hop, collective_s=cal.collective,
+                   probe=cal.m.probe,
                    load=cal.m.load),
               open(os.path.join(out, "calibration.json"), "w"), indent=1)

@@ -26,6 +26,25 @@ CONFIGS = [
     (2, 4, 8, "1gbit"),
 ]
 QUICK = [CONFIGS[0], CONFIGS[1], CONFIGS[3]]
+# Tensor-parallel rows (issue #37), a fifth field: the members of every stage's group (`cluster up
+# --parallel tp=T,pp=S`, S x T node processes of 1 thread). Beside them the 1-stage rows, so that
+# TP and one node are measured in the same rounds. `--rows tp` runs these.
+TP_CONFIGS = [
+    (1, 1, 3, None),
+    (1, 4, 8, None),
+    (1, 1, 3, None, 2),
+    (1, 4, 8, None, 2),
+    (2, 1, 3, None, 2),
+    (2, 4, 8, None, 2),
+]
+
+
+def norm(c):
+    """A configuration as (stages, concurrency, requests, link, tp): tp 1 where not given."""
+    return tuple(c[:4]) + ((c[4],) if len(c) > 4 else (1,))
+
+
+ALL_CONFIGS = [norm(c) for c in CONFIGS] + [norm(c) for c in TP_CONFIGS if len(c) > 4]
 # The probes' prompt: 2 words (~5 tokens), so a stage's time is nearly all decode steps.
 PROBE_WORDS = 2
 # The probes: (name, stages, in flight, requests, clusters a round): the calibration model served
@@ -47,4 +66,10 @@ PROBES = (("serve1", 1, 1, 3, 3), ("serve2", 2, 1, 3, 1), ("serve1b4", 1, 4, 4, 
 # 1.09x the 1-stream probe's slowdown, and on it plan priced the 2 x 4 rows 5-6% slower than
 # without it, -11% against measured in one of two runs (docs/SCALE.md).
 BATCH_PROBES = ((4, "serve1b4"),)
+# The tensor-parallel probe (rounds with TP rows only): the calibration model on 1 stage of 2
+# members, one stream, the probes' prompt; its members' metered collectives (`/v1/cluster`:
+# seconds, calls and bytes) give what a collective call costs beyond its bytes (the members'
+# meeting: messages each way, wake-ups, the wait for the slower one), priced as --collective-us.
+# (name, stages, in flight, requests, clusters a round, tp).
+TP_PROBES = (("servetp", 1, 1, 3, 1, 2),)
 NETNS = "shoalcal%d" % os.getpid()
