@@ -115,6 +115,10 @@ Result<std::optional<net::Frame>> Group::Receive(net::Conn& link) {
   while (std::chrono::steady_clock::now() < spin_end) {
     auto r = link.Recv(0);
     if (!r.ok() || *r) return r;
+    // Where members outnumber the cores (several on one machine), the peer this waits for may
+    // be the one the scheduler put aside: give it the core. Alone on a core this returns at
+    // once.
+    std::this_thread::yield();
   }
   return link.Recv(timeout_ms_);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/even_split.h"
+#include "planner/capacity.h"
 
 namespace shoal::planner {
 
@@ -41,6 +42,66 @@ measure::NodeInfo GroupNode(const std::vector<measure::NodeInfo>& nodes, size_t 
     for (double& b : table) b *= s;
   for (auto& [type, f] : g.matmul_flops) f *= s;
   return g;
+}
+
+// A split layout must be priced this much faster than the pipeline to be chosen by default: the
+// calibrated cost model stays within 10% of measured tokens/s (docs/SCALE.md), so a smaller gain
+// could be the model's error.
+constexpr double kSplitGain = 1.10;
+
+// Decode tokens/s PlanCapacity prices for `stages` stages of `tp` members each serving
+// c.max_num_seqs sequences, on `node` (the cluster's slowest, with its smallest memory); 0 when
+// that layout does not fit.
+double PricedTokensPerSecond(const ModelProfile& p, const measure::NodeInfo& node,
+                             const PlanConfig& c, int stages, int tp) {
+  DevicePreset d;
+  d.name = node.name;
+  d.node = node;
+  CapacityOptions o;
+  o.nodes = static_cast<int64_t>(stages) * tp;
+  o.context = c.max_model_len;
+  o.concurrency = c.max_num_seqs;
+  o.batch_tokens = c.max_batched_tokens;
+  o.link_dtype = c.link_dtype;
+  o.stages = stages;
+  o.tp = tp;
+  Result<CapacityReport> r = PlanCapacity(p, d, o);
+  return r.ok() ? r->decode_tps_aggregate : 0.0;
+}
+
+// The default layout's group size when the layers fit the nodes as a pipeline: 1 (that
+// pipeline) unless stages of t-member groups (t dividing the node count, t <= n_layer stages
+// apart) are priced at least kSplitGain faster for the configured load (*why says so).
+int ChooseTp(const ModelProfile& p, const std::vector<measure::NodeInfo>& nodes,
+             const PlanConfig& c, std::string* why) {
+  const int n = static_cast<int>(nodes.size());
+  measure::NodeInfo slow = nodes[0];
+  for (const measure::NodeInfo& x : nodes) {
+    // An unmeasured node (`shoal node --no-measure`: placeholder speeds, no weight streaming
+    // rate) gives nothing to price a split on.
+    if (!(x.weight_bw > 0)) return 1;
+    if (x.weight_bw < slow.weight_bw) slow = x;
+  }
+  for (const measure::NodeInfo& x : nodes) slow.mem_limit = std::min(slow.mem_limit, x.mem_limit);
+  if (!measure::ValidateNode(slow).ok()) return 1;
+  const int stages = std::min(n, p.n_layer());
+  const double pipe = PricedTokensPerSecond(p, slow, c, stages, 1);
+  int best = 1;
+  double best_tps = pipe;
+  for (int t = 2; t <= std::min(n, kMaxTp); ++t) {
+    if (n % t != 0 || n / t > p.n_layer()) continue;
+    const double tps = PricedTokensPerSecond(p, slow, c, n / t, t);
+    if (tps > best_tps) {
+      best = t;
+      best_tps = tps;
+    }
+  }
+  if (best == 1 || best_tps < kSplitGain * pipe) return 1;
+  *why = fmt::format(
+      "layout: tp={},pp={} chosen: priced {:.1f} tokens/s for {} sequence{} against {:.1f} for a "
+      "pipeline of {} stages (--parallel forces one)",
+      best, n / best, best_tps, c.max_num_seqs, c.max_num_seqs == 1 ? "" : "s", pipe, stages);
+  return best;
 }
 
 }  // namespace
@@ -95,9 +156,21 @@ Result<Plan> MakeParallelPlan(const ModelProfile& profile,
   const int n = static_cast<int>(nodes.size());
   if (n == 0) return Errorf("plan: no nodes");
   if (par.tp == 1 && par.pp <= 0) {
-    // The default: a pipeline of every node while the layers fit them (no collectives); else
-    // the smallest groups that make the model fit (a layer larger than any node).
+    // The default: a pipeline of every node while the layers fit them, unless groups that split
+    // the layers are priced faster for the configured load (ChooseTp); else the smallest groups
+    // that make the model fit (a layer larger than any node).
     Result<Plan> pipeline = MakePlan(profile, nodes, config);
+    if (pipeline.ok() && n >= 2) {
+      std::string why;
+      const int t = ChooseTp(profile, nodes, config, &why);
+      if (t > 1) {
+        Result<Plan> split = MakeParallelPlan(profile, nodes, config, Parallel{t, n / t, 0});
+        if (split.ok()) {
+          split->choice = why;
+          return split;
+        }
+      }
+    }
     if (pipeline.ok() || n < 2) return pipeline;
     Status split_error;
     for (int t = 2; t <= std::min(n, kMaxTp); ++t) {
@@ -215,8 +288,7 @@ TpCollectives LayerCollectives(const HParams& hp, int32_t l, bool fast) {
   if (hp.n_expert_latent > 0) c.gathers.push_back(lat);  // routed_down
   c.gathers.push_back(static_cast<double>(hp.n_expert_used) * lat);
   if (hp.n_expert_latent > 0) c.gathers.push_back(E);  // routed_up
-  if (hp.n_expert_shared > 0)
-    project(static_cast<double>(hp.n_ff_exp * hp.n_expert_shared));
+  if (hp.n_expert_shared > 0) project(static_cast<double>(hp.n_ff_exp * hp.n_expert_shared));
   return c;
 }
 

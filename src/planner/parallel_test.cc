@@ -1,9 +1,11 @@
 // --parallel layouts: parsing, groups of consecutive nodes as stages with each member's slices
-// and memory, and the default that splits layers only when they do not fit the nodes.
+// and memory, split stages priced with their collectives, and the default that splits layers
+// when they do not fit the nodes or when groups serve the configured load faster.
 #include "planner/parallel.h"
 
 #include <gtest/gtest.h>
 
+#include "planner/capacity.h"
 #include "planner/test_models.h"
 
 namespace shoal::planner {
@@ -54,7 +56,7 @@ TEST(Parallel, GroupsOfConsecutiveNodesAreTheStages) {
   EXPECT_NE(FormatPlan(*plan).find("split over 2 members (exact)"), std::string::npos);
 }
 
-TEST(Parallel, DefaultSplitsLayersOnlyWhenTheyDoNotFit) {
+TEST(Parallel, DefaultSplitsLayersWhenTheyDoNotFit) {
   const ModelProfile prof = TinyLlamaQ4();
   PlanConfig c;
   c.max_num_seqs = 4;
@@ -90,6 +92,120 @@ TEST(Parallel, DefaultSplitsLayersOnlyWhenTheyDoNotFit) {
   auto none = MakeParallelPlan(*wide_prof, tiny, c, Parallel{});
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("split inside the layers"), std::string::npos);
+}
+
+TEST(Parallel, CollectivesPerLayer) {
+  const ModelProfile prof = TinyLlamaQ4();
+  const HParams& hp = prof.hp;
+  // Exact: attention output, wo output, FFN activations, down output.
+  const TpCollectives exact = LayerCollectives(hp, 0, false);
+  ASSERT_EQ(exact.calls(), 4);
+  EXPECT_EQ(exact.gathers[0], static_cast<double>(hp.n_head * hp.head_dim_v));
+  EXPECT_EQ(exact.gathers[2], static_cast<double>(hp.n_ff));
+  // Fast: the two projections' all-reduces of n_embd partial sums.
+  const TpCollectives fast = LayerCollectives(hp, 0, true);
+  ASSERT_EQ(fast.calls(), 2);
+  EXPECT_TRUE(fast.gathers.empty());
+  EXPECT_EQ(fast.reduces[0], static_cast<double>(hp.n_embd));
+  // A MoE layer gathers the top-k experts' rows instead of the FFN's two.
+  HParams moe = hp;
+  moe.n_expert = 8;
+  moe.n_expert_used = 2;
+  const TpCollectives m = LayerCollectives(moe, 0, false);
+  ASSERT_EQ(m.calls(), 3);
+  EXPECT_EQ(m.gathers[2], 2.0 * static_cast<double>(hp.n_embd));
+}
+
+// One stage of TinyLlama-1.1B Q4_0 on a node with 10 GbE links, whole or split over 2 members.
+struct Priced {
+  CapacityReport one, two;
+  StepCost one_step, two_step;
+};
+Priced PriceOneAndTwo(double collective_s, bool fast = false) {
+  DevicePreset d;
+  d.name = "n";
+  d.node = Node("n", 2 * kGiB);
+  d.node.link_bw = 1.25e9;
+  d.node.link_latency_s = 20e-6;
+  CapacityOptions o;
+  o.context = 1024;
+  o.stages = 1;
+  o.collective_s = collective_s;
+  o.tp_fast = fast;
+  const ModelProfile prof = TinyLlamaQ4();
+  Priced p;
+  auto one = PlanCapacity(prof, d, o);
+  o.tp = 2;
+  auto two = PlanCapacity(prof, d, o);
+  EXPECT_TRUE(one.ok() && two.ok());
+  if (!one.ok() || !two.ok()) return p;
+  p.one = *one;
+  p.two = *two;
+  p.one_step = StageDecodeCost(prof, d.node, one->config, one->stages[0], 1);
+  p.two_step = StageDecodeCost(prof, d.node, two->config, two->stages[0], 1);
+  return p;
+}
+
+TEST(Parallel, SplitStagesArePricedWithTheirCollectives) {
+  const Priced p = PriceOneAndTwo(0);
+  ASSERT_EQ(p.two.stages.size(), 1u);
+  EXPECT_EQ(p.two.stages[0].dense_nodes, 2);
+  EXPECT_EQ(p.two.nodes_per_replica, 2);
+  EXPECT_EQ(p.two_step.members, 2);
+  // Each member computes half; the collectives make up the rest.
+  EXPECT_LT(p.two_step.busy_s, p.one_step.busy_s);
+  EXPECT_GT(p.two_step.busy_s, p.one_step.busy_s / 2);
+  EXPECT_DOUBLE_EQ(p.two_step.core_s(), 2 * p.two_step.busy_s);
+  EXPECT_GT(p.two.decode_tps_single, 1.5 * p.one.decode_tps_single);
+  // A collective call's cost beyond its bytes adds to every one of the 4 x 22 + 1 calls a token
+  // (the logits' gather on the last stage).
+  const Priced slow = PriceOneAndTwo(1e-3);
+  const double calls = 4.0 * 22 + 1;
+  EXPECT_NEAR(slow.two_step.busy_s - p.two_step.busy_s, calls * (1e-3 - 20e-6), 1e-9);
+  EXPECT_LT(slow.two.decode_tps_single, slow.one.decode_tps_single);
+  // Fast mode: half the calls.
+  const Priced fast = PriceOneAndTwo(1e-3, true);
+  EXPECT_LT(fast.two_step.busy_s, slow.two_step.busy_s - 40 * 1e-3);
+}
+
+TEST(Parallel, DefaultSplitsLayersForTheLoad) {
+  const ModelProfile prof = TinyLlamaQ4();
+  PlanConfig c;
+  c.max_model_len = 1024;
+  c.max_batched_tokens = 64;
+  std::vector<measure::NodeInfo> nodes(2, Node("n", 2 * kGiB));
+  nodes[1].name = "m";
+  for (measure::NodeInfo& n : nodes) {
+    n.link_bw = 1.25e9;
+    n.link_latency_s = 20e-6;
+    n.weight_bw = n.mem_bw;  // measured (an unmeasured node has none)
+  }
+  // One stream on fast links: two members halve its compute; the choice says why.
+  c.max_num_seqs = 1;
+  auto one = MakeParallelPlan(prof, nodes, c, Parallel{});
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  ASSERT_EQ(one->stages.size(), 1u);
+  EXPECT_EQ(one->stages[0].members.size(), 2u);
+  EXPECT_NE(one->choice.find("tp=2,pp=1 chosen"), std::string::npos) << one->choice;
+  EXPECT_NE(FormatPlan(*one).find(one->choice), std::string::npos);
+  // Unmeasured nodes: nothing to price a split on, the pipeline.
+  std::vector<measure::NodeInfo> unmeasured = nodes;
+  unmeasured[1].weight_bw = 0;
+  auto blind = MakeParallelPlan(prof, unmeasured, c, Parallel{});
+  ASSERT_TRUE(blind.ok());
+  EXPECT_EQ(blind->stages.size(), 2u);
+  // Many streams: the pipeline's two stages both busy serve more.
+  c.max_num_seqs = 16;
+  auto many = MakeParallelPlan(prof, nodes, c, Parallel{});
+  ASSERT_TRUE(many.ok());
+  EXPECT_EQ(many->stages.size(), 2u);
+  EXPECT_TRUE(many->choice.empty());
+  // Slow links (5 ms a call): the collectives eat the gain.
+  c.max_num_seqs = 1;
+  for (measure::NodeInfo& n : nodes) n.link_latency_s = 5e-3;
+  auto far = MakeParallelPlan(prof, nodes, c, Parallel{});
+  ASSERT_TRUE(far.ok());
+  EXPECT_EQ(far->stages.size(), 2u);
 }
 
 }  // namespace

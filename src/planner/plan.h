@@ -46,6 +46,8 @@ struct Plan {
   // link transfer bounds the rate.
   double throughput_tokens_per_s = 0;
   int32_t bottleneck_stage = 0;
+  // Why the default layout split the layers over groups (planner::MakeParallelPlan), if it did.
+  std::string choice;
 };
 
 // Places the model's layers over `nodes`, in their order, one stage per node; every node serves

@@ -40,6 +40,7 @@ std::string FormatPlan(const Plan& plan) {
   out += fmt::format("decode, pipeline full: <= {:.1f} tokens/s (bound: stage {}, node {})\n",
                      plan.throughput_tokens_per_s, plan.bottleneck_stage,
                      plan.stages.empty() ? "" : plan.stages[plan.bottleneck_stage].node_name);
+  if (!plan.choice.empty()) out += plan.choice + "\n";
   return out + FormatGroups(plan);
 }
 

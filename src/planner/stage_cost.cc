@@ -127,13 +127,12 @@ StepCost SplitRange(const ModelProfile& p, const measure::NodeInfo& node, const 
   const double T = static_cast<double>(s.dense_nodes);
   const double bw = Bw(node, c);
   const double call = s.collective_s > 0 ? s.collective_s : Lat(node, c);
-  double calls = 0, comm = 0, cpu = 0;
+  double calls = 0, comm = 0;
   auto add = [&](double rows, double floats, bool reduce) {
     // Bytes a member receives and sends: (T - 1) shares of 1/T (gather) or whole vectors.
     const double bytes = rows * floats * 4.0 * (T - 1) / (reduce ? 1.0 : T);
     calls += 1;
     comm += std::max(bytes / bw, LinkCpu(node, bytes));
-    cpu += LinkCpu(node, bytes);
   };
   for (int32_t l = s.first_layer; l < s.last_layer; ++l) {
     const TpCollectives lc = LayerCollectives(p.hp, l, s.tp_fast);
@@ -146,11 +145,10 @@ StepCost SplitRange(const ModelProfile& p, const measure::NodeInfo& node, const 
   const double compute = whole.dense / T;
   const double hop = hop_bytes / bw, hop_cpu = LinkCpu(node, hop_bytes);
   out.busy_s = compute + calls * call + comm + hop_cpu;
-  out.wait_s = calls * call + comm - cpu;
   out.latency_s = compute + calls * call + comm + std::max(hop, hop_cpu) + Lat(node, c);
-  out.bound = calls * call + comm > compute ? "collectives"
+  out.bound = calls * call + comm > compute            ? "collectives"
               : whole.dense_mem >= 0.999 * whole.dense ? "memory bandwidth"
-                                                         : "compute";
+                                                       : "compute";
   return out;
 }
 

@@ -128,10 +128,10 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
     const double beside = (1 - s->opt.link_cpu_send_share) * send_cpu;
     const size_t core = s->cores.empty() ? 0 : s->PickCore(i);
     sg4::Host* on = s->cores.empty() ? host : s->cores[core];
-    // A split stage on shared cores: every member computes its share on a core of its own at
-    // the same time, then they wait out the collectives (planner::StepCost::wait_s) together.
+    // A split stage on shared cores: every member computes its share, collectives included (it
+    // polls while it waits: planner::StepCost::core_s), on a core of its own at the same time.
     const bool members = !s->cores.empty() && c.members > 1;
-    const double work = c.busy_s - send_cpu - (members ? c.wait_s : 0);
+    const double work = c.busy_s - send_cpu;
     sg4::ExecPtr ex = sg4::this_actor::exec_init(work * kHostSpeed);
     ex->set_host(on);
     ex->start();
@@ -139,7 +139,6 @@ bool RunMicroBatch(State* s, Replica* rep, int64_t epoch, const Counts& n,
     ++s->report.activities;
     bool ok = members ? RunMembers(s, i, c, work) : true;
     ok = WaitOk(ex, c.busy_s) && ok;
-    if (members && ok) sg4::this_actor::sleep_for(c.wait_s);
     sg4::Host* next = last ? s->coordinator : s->hosts[static_cast<size_t>(rep->primary[i + 1])];
     sg4::CommPtr cm;
     sg4::ExecPtr rx;  // the CPU beside the send

@@ -160,7 +160,8 @@ Status State::Init(const planner::ModelProfile& m, const planner::DevicePreset& 
   plan = rp.plan;
   stages = plan.stages;
   // As the planner prices it: stages sharing one machine whose groups overlap, or the members
-  // of a tensor-parallel group, compute beside each other, on the node as it runs then (measure::CoRunning).
+  // of a tensor-parallel group, compute beside each other, on the node as it runs then
+  // (measure::CoRunning).
   if (o.host_cores > 0 && ((plan.groups > 1 && stages.size() > 1) || o.tp > 1))
     device.node = measure::CoRunning(d.node);
   row_bytes = planner::LinkRowBytes(plan.config.link_dtype, m.hp.n_embd);

@@ -84,7 +84,7 @@ struct State {
   std::vector<int32_t> core_execs;  // execs computing on each core now
   // Where each stage, the coordinator, then each split stage's members 1.. last ran.
   std::vector<size_t> last_core;
-  std::vector<int64_t> spares;      // host indices
+  std::vector<int64_t> spares;                 // host indices
   std::unordered_map<int64_t, int32_t> owner;  // host index -> replica
   std::vector<uint8_t> dead;
   std::mt19937_64 rng;

@@ -33,7 +33,7 @@ from node_fit import fit
 from pipelines import measure_rounds
 from pricing import group_runs, price_levels, price_rows
 import report
-from settings import CONFIGS, MODEL_LAYERS, QUICK, TP_CONFIGS
+from settings import CONFIGS, EP_CONFIGS, MODEL_LAYERS, MOE_SYNTH, QUICK, TP_CONFIGS, norm
 
 
 def parse_args():
@@ -41,9 +41,10 @@ def parse_args():
     ap.add_argument("--shoal", default="build/bin/shoal")
     ap.add_argument("--out", default=None, help="write the table and raw JSON here")
     ap.add_argument("--quick", action="store_true", help="3 loopback configurations only")
-    ap.add_argument("--rows", choices=("pipeline", "tp"), default="pipeline",
+    ap.add_argument("--rows", choices=("pipeline", "tp", "ep", "tp,ep"), default="pipeline",
                     help="pipeline: the 8 pipeline configurations; tp: tensor-parallel groups "
-                    "beside one node (settings.TP_CONFIGS, with the tensor-parallel probe)")
+                    "beside one node (settings.TP_CONFIGS, with the tensor-parallel probe); ep: "
+                    "a MoE model's experts split over a group beside one node (EP_CONFIGS)")
     ap.add_argument("--repeat", type=int, default=12,
                     help="rounds: each runs the probes and every configuration once; a row "
                     "shows its runs' central value (the middle two thirds' mean)")
@@ -57,6 +58,8 @@ def parse_args():
     ap.add_argument("--model", metavar="FILE",
                     help="the calibration model: synthesised into FILE when FILE does not exist, "
                     "used as it is when it does (re-pricing several stored runs synthesises once)")
+    ap.add_argument("--moe-model", metavar="FILE",
+                    help="the expert-parallel rows' model, as --model (settings.MOE_SYNTH)")
     return ap.parse_args()
 
 
@@ -89,6 +92,16 @@ def main():
     if not os.path.exists(model):
         sh([shoal, "synth", "--preset", "1b", "--layers", str(MODEL_LAYERS), "--type", "q4_0",
             "--seed", "7", "-o", model], timeout=300)
+    configs = (QUICK if a.quick else
+               {"tp": TP_CONFIGS, "ep": EP_CONFIGS,
+                "tp,ep": TP_CONFIGS + EP_CONFIGS}.get(a.rows, CONFIGS))
+    models = {None: model}
+    saved = Measured.load_file(a.measured).meas if a.measured else []
+    if any(norm(c)[5] for c in configs) or any(x[5] for x in saved):
+        models["moe"] = (os.path.abspath(a.moe_model) if a.moe_model
+                         else os.path.join(tmp, "moe.gguf"))
+        if not os.path.exists(models["moe"]):
+            sh([shoal, "synth"] + MOE_SYNTH + ["-o", models["moe"]], timeout=300)
     # The probes: the same model, one stream with a 2-word prompt, served on 1 stage and on 2
     # (alternately with the rows). On 1 stage, the stage's own forward-pass time (its busy
     # seconds) over what plan prices for the same passes on the pooled node is how much slower a
@@ -98,7 +111,6 @@ def main():
     # it has beyond the hops plan prices is the per-step overhead (--step-overhead-ms), and what
     # 2 stages add to it beyond their priced extra hop is a hop's own cost, added to every hop's
     # latency. Both come from measured times alone, not from a price of the stages' work.
-    configs = QUICK if a.quick else TP_CONFIGS if a.rows == "tp" else CONFIGS
     m = measure_links()
     have_ns = open_netns(configs)
     try:
@@ -109,7 +121,7 @@ def main():
             m = Measured.load_file(a.measured)
             print("measurements from %s (%s)" % (a.measured, m.load))
         else:
-            measure_rounds(shoal, model, tmp, m, configs, have_ns, a.repeat,
+            measure_rounds(shoal, models, tmp, m, configs, have_ns, a.repeat,
                            os.path.join(tmp, "local.json"))
         # What was measured, in the form --measured reads: a later plan or sim can re-price
         # the same runs (DIR/measurements.json beside the table).
@@ -124,7 +136,7 @@ def main():
             return 0
         cal = fit(shoal, model, tmp, m)
         runs = group_runs(m.meas)
-        rows, raw = price_rows(shoal, model, tmp, cal, runs, a.probe_level_only)
+        rows, raw = price_rows(shoal, models, tmp, cal, runs, a.probe_level_only)
         if rows and all("own_f" in r for r in rows):
             price_levels(shoal, model, tmp, cal, rows, runs)
     finally:

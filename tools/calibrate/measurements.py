@@ -24,8 +24,9 @@ POOLED_NODE_KEYS = ("mem_bw", "weight_bw", "attn_flops", "weight_bw_batch", "cor
 
 class Measured:
     """The links' probes, the served probes' runs, the co-running pairs, the node measurements
-    and the rows' runs (meas: (stages, concurrency, requests, link, tp, bench JSON) in run order;
-    files saved before tensor-parallel rows have 4-field configurations: tp 1)."""
+    and the rows' runs (meas: (stages, concurrency, requests, link, tp, model, bench JSON) in
+    run order; files saved before tensor-parallel rows have 4-field configurations: tp 1, the
+    calibration model)."""
 
     def __init__(self, lat, lo_bw, lo_cpu, lo_share):
         self.lat, self.lo_bw, self.lo_cpu, self.lo_share = lat, lo_bw, lo_cpu, lo_share
@@ -50,7 +51,7 @@ class Measured:
                        shaped_bw=self.bw_ns, loopback_cpu=self.lo_cpu, shaped_cpu=self.cpu_ns,
                        loopback_send_share=self.lo_share, shaped_send_share=self.ns_share,
                        load=self.load, probe=self.probe, corun=self.corun, nodes=self.nodes,
-                       runs=[dict(config=list(x[:5]), bench=x[5]) for x in self.meas]),
+                       runs=[dict(config=list(x[:6]), bench=x[6]) for x in self.meas]),
                   open(path, "w"), indent=1)
 
 

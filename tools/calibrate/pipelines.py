@@ -180,8 +180,10 @@ def measure_node(shoal, model, path):
     return json.load(open(path))
 
 
-def run_round(shoal, model, tmp, m, tasks, path):
-    """One round's tasks (probes, a co-running pair, rows) in their order, into `m`."""
+def run_round(shoal, models, tmp, m, tasks, path):
+    """One round's tasks (probes, a co-running pair, rows) in their order, into `m`; models:
+    a row's model tag -> its file (None: the calibration model)."""
+    model = models[None]
     for kind, task in tasks:
         if kind == "probe":
             k, stages, conc, n, _ = task[:5]
@@ -205,24 +207,26 @@ def run_round(shoal, model, tmp, m, tasks, path):
                       flush=True)
             m.nodes.append(measure_node(shoal, model, path))
             continue
-        st, conc, n, link, tp = norm(task)
-        r = measure(shoal, model, st, conc, n, NETNS if link else None, tmp, tp=tp)
+        st, conc, n, link, tp, tag = norm(task)
+        r = measure(shoal, models[tag], st, conc, n, NETNS if link else None, tmp, tp=tp)
         m.nodes.append(measure_node(shoal, model, path))
-        print("  %d stages%s x %d in flight (%s): %.2f tok/s, TTFT %.0f ms, stages busy "
+        print("  %s%d stages%s x %d in flight (%s): %.2f tok/s, TTFT %.0f ms, stages busy "
               "%.2f s (CPU %.2f s, coordinator %.2f s, cores idle %.0f%%); node: weight "
               "streaming %s GB/s (1, 2, 4, 8 tokens)" % (
-                  st, " of %d members" % tp if tp > 1 else "", conc, link or "loopback",
+                  tag + ": " if tag else "", st, " of %d members" % tp if tp > 1 else "", conc,
+                  link or "loopback",
                   r["output_throughput"],
                   r["mean_ttft_ms"], r["stage_busy_s"], r["stage_cpu_s"],
                   r["coord_cpu_s"], 100 * idle_share(r), ", ".join(
                       "%.1f" % (x / 1e9) for x in m.nodes[-1].get("weight_bw_batch", []))),
               flush=True)
-        m.meas.append((st, conc, n, link, tp, r))
+        m.meas.append((st, conc, n, link, tp, tag, r))
 
 
-def measure_rounds(shoal, model, tmp, m, configs, have_ns, repeat, path):
+def measure_rounds(shoal, models, tmp, m, configs, have_ns, repeat, path):
     """The node once, then `repeat` rounds, each running the probes and every configuration
     once (the shaped ones where the namespace is up), into `m`."""
+    model = models[None]
     tp_rows = any(norm(c)[4] > 1 for c in configs)
     probes = PROBES + (TP_PROBES if tp_rows else ())
     m.probe = {k[0]: [] for k in probes}
@@ -247,7 +251,7 @@ def measure_rounds(shoal, model, tmp, m, configs, have_ns, repeat, path):
         tasks += [("row", c) for c in configs if have_ns or not c[3]]
         order.shuffle(tasks)
         print("round %d" % (rnd + 1), flush=True)
-        run_round(shoal, model, tmp, m, tasks, path)
+        run_round(shoal, models, tmp, m, tasks, path)
         print("  (%.1f s)" % (time.time() - t0), flush=True)
     m.lat_ns, m.bw_ns = loopback_latency_s(NETNS) if have_ns else (m.lat, m.lo_bw)
     m.cpu_ns, m.ns_share = link_cpu_s_per_byte(NETNS) if have_ns else (m.lo_cpu, m.lo_share)

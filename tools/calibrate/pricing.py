@@ -143,24 +143,27 @@ def price_on_own_cpu(shoal, model, node, tmp, st, conc, n, prompt, link, run):
 
 
 def group_runs(meas):
-    """config (stages, concurrency, requests, link, tp) -> [measured], in run order; rows in
-    ALL_CONFIGS' order."""
+    """config (stages, concurrency, requests, link, tp, model) -> [measured], in run order; rows
+    in ALL_CONFIGS' order."""
     runs = {}
-    order = lambda x: ALL_CONFIGS.index(x[:5]) if x[:5] in ALL_CONFIGS else len(ALL_CONFIGS)
+    order = lambda x: ALL_CONFIGS.index(x[:6]) if x[:6] in ALL_CONFIGS else len(ALL_CONFIGS)
     for x in sorted(meas, key=order):
-        runs.setdefault(x[:5], []).append(x[5])
+        runs.setdefault(x[:6], []).append(x[6])
     return runs
 
 
-def price_rows(shoal, model, tmp, cal, runs, probe_level_only):
+def price_rows(shoal, models, tmp, cal, runs, probe_level_only):
     """Each configuration's row: its runs' central values beside plan and sim on the calibrated
-    node, and (unless probe_level_only) each run priced on its own stages' CPU. (rows, raw)."""
+    node, and (unless probe_level_only) each run priced on its own stages' CPU. (rows, raw).
+    models: a row's model tag -> its file."""
     rows, raw = [], []
-    for (st, conc, n, link, tp), v in runs.items():
+    model = models[None]
+    for (st, conc, n, link, tp, tag), v in runs.items():
         prompt = prompt_tokens(v)
-        plan, sim = predict(shoal, model, cal.device, st, conc, n, prompt, *cal.link_args(link),
-                            tp=tp, collective_s=cal.collective)
-        row = dict(stages=st, tp=tp, conc=conc, n=n, link=link or "loopback", repeats=len(v),
+        plan, sim = predict(shoal, models[tag], cal.device, st, conc, n, prompt,
+                            *cal.link_args(link), tp=tp, collective_s=cal.collective)
+        row = dict(stages=st, tp=tp, model=tag, conc=conc, n=n, link=link or "loopback",
+                   repeats=len(v),
                    prompt=prompt,
                    meas_tps=central([x["output_throughput"] for x in v]),
                    meas_ttft=central([x["mean_ttft_ms"] for x in v]) / 1e3,
@@ -169,7 +172,8 @@ def price_rows(shoal, model, tmp, cal, runs, probe_level_only):
                    runs_tps=[x["output_throughput"] for x in v])
         # The same runs, each priced on its own stages' CPU (runs saved before session 13
         # have no CPU figure: none then).
-        if all("stage_cpu_s" in x for x in v) and not probe_level_only and tp == 1:
+        if (all("stage_cpu_s" in x for x in v) and not probe_level_only and tp == 1 and
+                tag is None):
             own = [price_on_own_cpu(shoal, model, cal.node, tmp, st, conc, n, prompt,
                                     cal.link_args(link), x) for x in v]
             row.update(own_f=[o[0] for o in own],
@@ -190,7 +194,7 @@ def price_levels(shoal, model, tmp, cal, rows, runs):
     1 Gbit/s rows' f reads low, 0.68-0.89, where the shaper's CPU is spent outside the
     node processes). A row's own runs do not set its level. Needs every row's own_f."""
     level_dev = os.path.join(tmp, "level.json")
-    for r, ((st, conc, n, link, _), v) in zip(rows, runs.items()):
+    for r, ((st, conc, n, link, _, _), v) in zip(rows, runs.items()):
         level = central([f for q in rows if q is not r and q["link"] == "loopback"
                          for f in q["own_f"]])
         json.dump(served_node(cal.node, level), open(level_dev, "w"))

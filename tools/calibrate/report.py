@@ -12,8 +12,9 @@ def err_of(r):
 
 
 def stages_of(r):
-    """A row's stages, with its tensor-parallel members ("2 x tp2")."""
-    return "%d x tp%d" % (r["stages"], r["tp"]) if r.get("tp", 1) > 1 else "%d" % r["stages"]
+    """A row's stages, with its tensor-parallel members and its model ("moe: 2 x tp2")."""
+    s = "%d x tp%d" % (r["stages"], r["tp"]) if r.get("tp", 1) > 1 else "%d" % r["stages"]
+    return "%s: %s" % (r["model"], s) if r.get("model") else s
 
 
 def main_table(rows):

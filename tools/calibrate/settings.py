@@ -39,12 +39,27 @@ TP_CONFIGS = [
 ]
 
 
+# Expert-parallel rows, a sixth field: the model, "moe" = a qwen3moe-shaped model (MOE_SYNTH:
+# n_embd 1024, 8 layers of 64 experts, top-8, ~230 MB in Q4_0) whose experts a group of tp
+# members splits (each holds 64 / tp whole experts); priced on the node the dense probes fit.
+# `--rows ep` runs these.
+EP_CONFIGS = [
+    (1, 1, 3, None, 1, "moe"),
+    (1, 4, 8, None, 1, "moe"),
+    (1, 1, 3, None, 2, "moe"),
+    (1, 4, 8, None, 2, "moe"),
+]
+MOE_SYNTH = ["--arch", "qwen3moe", "--preset", "small", "--type", "q4_0", "--seed", "7"]
+
+
 def norm(c):
-    """A configuration as (stages, concurrency, requests, link, tp): tp 1 where not given."""
-    return tuple(c[:4]) + ((c[4],) if len(c) > 4 else (1,))
+    """A configuration as (stages, concurrency, requests, link, tp, model): tp 1 and the
+    calibration model (None) where not given."""
+    c = tuple(c)
+    return c[:4] + (c[4] if len(c) > 4 else 1, c[5] if len(c) > 5 else None)
 
 
-ALL_CONFIGS = [norm(c) for c in CONFIGS] + [norm(c) for c in TP_CONFIGS if len(c) > 4]
+ALL_CONFIGS = [norm(c) for c in CONFIGS + TP_CONFIGS + EP_CONFIGS]
 # The probes' prompt: 2 words (~5 tokens), so a stage's time is nearly all decode steps.
 PROBE_WORDS = 2
 # The probes: (name, stages, in flight, requests, clusters a round): the calibration model served
