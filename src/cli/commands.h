@@ -21,6 +21,7 @@ void AddNodeCommand(CLI::App& app, Runner* runner);
 void AddStatusCommand(CLI::App& app, Runner* runner);
 void AddClusterCommand(CLI::App& app, Runner* runner);
 void AddPlanCommand(CLI::App& app, Runner* runner);
+void AddRouterCommand(CLI::App& app, Runner* runner);
 void AddSimCommand(CLI::App& app, Runner* runner);  // built only with SimGrid (SHOAL_HAVE_SIM)
 // `shoal bench serve`, a subcommand of `bench` (called by AddBenchCommand).
 CLI::App* AddBenchServeCommand(CLI::App& bench, Runner* runner);

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   shoal::cli::AddStatusCommand(app, &runner);
   shoal::cli::AddClusterCommand(app, &runner);
   shoal::cli::AddPlanCommand(app, &runner);
+  shoal::cli::AddRouterCommand(app, &runner);
 #ifdef SHOAL_HAVE_SIM
   // Listed for --help; `shoal sim` never gets here (ExecSim above).
   app.add_subcommand("sim",

@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/process_memory.h"
+#include "server/bearer.h"
 #include "server/cluster_view.h"
 #include "server/tokenize_route.h"
 
@@ -21,21 +22,6 @@ int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Constant-time comparison, so the key cannot be guessed byte by byte from response timing.
-bool SameKey(const std::string& a, const std::string& b) {
-  unsigned diff = a.size() == b.size() ? 0u : 1u;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(i < b.size() ? b[i] : 0);
-  return diff == 0;
-}
-
-// The key of an "Authorization: Bearer KEY" header matches `key`.
-bool BearerMatches(const HttpRequest& req, const std::string& key) {
-  const std::string auth = req.Header("authorization");
-  const std::string prefix = "Bearer ";
-  return auth.rfind(prefix, 0) == 0 && SameKey(auth.substr(prefix.size()), key);
 }
 
 // Endpoints that change the cluster: only the admin credential opens them.
