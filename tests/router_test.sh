@@ -98,6 +98,52 @@ check "...and the two held requests complete once the replicas continue" 'grep -
 check "/metrics counts the 429" 'curl -s "127.0.0.1:$RPORT/metrics" | grep -q "^shoal_router_rejected_total [1-9]"'
 sleep 1.2  # a health check after the stop may have marked them down; the next one brings them up
 
+# A replica healthy to the checks that answers requests with garbage (a raw socket: bytes that
+# are no HTTP, headers past 64 KiB, a connection closed mid-headers, in turn): the router retries
+# on the real replica, never crashes, and the bad one's failures are counted.
+python3 - "$TMP/bad.port" <<'PY' &
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+answers = [b"garbage\r\n\r\n", b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n",
+           b"HTTP/1.1 200 OK\r\nContent-Ty"]
+s.settimeout(20)
+try:
+    for k in range(200):
+        c, _ = s.accept()
+        c.settimeout(2)
+        try:
+            if c.recv(65536).startswith(b"GET /health"):  # healthy to the checks, so it is used
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            else:
+                c.sendall(answers[k % 3])
+        except OSError:
+            pass
+        c.close()
+except OSError:
+    pass
+PY
+BADPID=$!; PIDS+=($BADPID)
+for _ in $(seq 1 50); do [ -s "$TMP/bad.port" ] && break; sleep 0.1; done
+kill -TERM $RPID; wait $RPID 2>/dev/null
+"$SHOAL" router --listen 127.0.0.1:0 --replica "http://127.0.0.1:$(cat "$TMP/bad.port")" \
+  --replica "http://127.0.0.1:$P2" --replica-api-key-file "$TMP/rkey" --policy round-robin \
+  > "$TMP/router.log" 2>&1 &
+RPID=$!; PIDS+=($RPID)
+for _ in $(seq 1 100); do
+  RPORT=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$TMP/router.log" | grep -o '[0-9]*$')
+  [ -n "$RPORT" ] && break
+  sleep 0.05
+done
+ok=0
+for i in 1 2 3 4 5 6; do
+  curl -s -m 10 "127.0.0.1:$RPORT/v1/completions" -d "$(body "garbage check $i" 0 '')" | grep -q '"text"' && ok=$((ok+1))
+done
+check "a replica answering garbage: 6 of 6 requests answered by the other" '[ $ok -eq 6 ]'
+check "...the router is alive and counted the bad replica's failures" \
+  'kill -0 $RPID && curl -s "127.0.0.1:$RPORT/metrics" | grep -qE "^shoal_router_replica_failures_total\{replica=\"http://127.0.0.1:$(cat "$TMP/bad.port")\"\} [1-9]"'
+kill $BADPID 2>/dev/null
+
 # A replica killed: requests keep being answered by the other; then none: 503.
 kill -9 $S1; wait $S1 2>/dev/null
 ok=0

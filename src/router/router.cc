@@ -151,7 +151,8 @@ void Router::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   auto f = std::make_shared<Forwarding>();
   f->req = req;
   f->ex = std::move(ex);
-  if (IsGeneration(req)) f->key = AffinityKey(req.body, cfg_.affinity_bytes);
+  if (cfg_.policy == Policy::kAffinity && IsGeneration(req))
+    f->key = AffinityKey(req.body, cfg_.affinity_bytes);
   Forward(std::move(f));
 }
 

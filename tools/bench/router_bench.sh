@@ -13,24 +13,24 @@ set -euo pipefail
 SHOAL=$1 MODEL=$2 REPEAT=${3:-3}
 W=$(mktemp -d); PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$W"' EXIT
-replica() {  # LOG -> port
+replica() {  # LOG -> REP (its port), its pid in PIDS
   "$SHOAL" serve -m "$MODEL" -t 1 --port 0 --max-num-seqs 16 --max-model-len 1024 > "$W/$1" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 1 600); do
-    p=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$W/$1" | grep -o '[0-9]*$' || true)
-    [ -n "$p" ] && curl -s "127.0.0.1:$p/health" | grep -q ok && { echo "$p"; return; }
+    REP=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$W/$1" | grep -o '[0-9]*$' || true)
+    [ -n "$REP" ] && curl -s "127.0.0.1:$REP/health" | grep -q ok && return
     sleep 0.1
   done
   echo "replica did not start" >&2; exit 1
 }
-router() {  # POLICY PORT... -> port
+router() {  # POLICY PORT... -> R (its port), RPID
   local policy=$1; shift
   local args=(); for p in "$@"; do args+=(--replica "http://127.0.0.1:$p"); done
   "$SHOAL" router --listen 127.0.0.1:0 --policy "$policy" "${args[@]}" > "$W/router.log" 2>&1 &
   RPID=$!; PIDS+=($RPID)
   for _ in $(seq 1 100); do
-    p=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$W/router.log" | grep -o '[0-9]*$' || true)
-    [ -n "$p" ] && curl -s "127.0.0.1:$p/health" | grep -q "\"replicas_up\":$#" && { echo "$p"; return; }
+    R=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$W/router.log" | grep -o '[0-9]*$' || true)
+    [ -n "$R" ] && curl -s "127.0.0.1:$R/health" | grep -q "\"replicas_up\":$#" && return
     sleep 0.1
   done
   echo "router did not start" >&2; exit 1
@@ -41,11 +41,11 @@ tps() {  # PORT -> output tokens/s of 32 requests, 16 at once (after a warm-up o
   "$SHOAL" bench serve --url "http://127.0.0.1:$1" -n 32 --max-concurrency 16 --input-len 32 \
     --output-len 64 --json 2>/dev/null | python3 -c "import json,sys; print('%.2f' % json.load(sys.stdin)['output_throughput'])"
 }
-P1=$(replica r1.log); P2=$(replica r2.log)
+replica r1.log; P1=$REP; replica r2.log; P2=$REP
 echo "aggregate output tokens/s at 16 streams (32 requests of 32 + 64 tokens):"
 for r in $(seq 1 "$REPEAT"); do
   one=$(tps "$P1")
-  R=$(router least-loaded "$P1" "$P2"); two=$(tps "$R"); kill $RPID; wait $RPID 2>/dev/null || true
+  router least-loaded "$P1" "$P2"; two=$(tps "$R"); kill $RPID; wait $RPID 2>/dev/null || true
   echo "  round $r: one replica $one, two behind the router $two"
   echo "$one $two" >> "$W/tps"
 done
@@ -75,8 +75,8 @@ hits() {  # PORTS -> "hits queries" summed over the replicas
 echo "prefix-cache hit rate, 64 requests over 8 shared system prompts, 8 at once:"
 for policy in affinity round-robin; do
   kill "${PIDS[0]}" "${PIDS[1]}"; wait "${PIDS[0]}" "${PIDS[1]}" 2>/dev/null || true; PIDS=()
-  P1=$(replica r1.log); P2=$(replica r2.log)
-  R=$(router "$policy" "$P1" "$P2")
+  replica r1.log; P1=$REP; replica r2.log; P2=$REP
+  router "$policy" "$P1" "$P2"
   read -r h0 q0 < <(hits "$P1" "$P2")
   "$SHOAL" bench serve --url "http://127.0.0.1:$R" --dataset "$W/prefix.jsonl" -n 64 \
     --max-concurrency 8 --json > /dev/null 2>&1
