@@ -5,6 +5,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "loadgen/url.h"
 #include "router/upstream.h"
@@ -21,11 +22,20 @@ struct Router::Forwarding {
   HttpRequest req;
   std::shared_ptr<HttpExchange> ex;
   std::string key;         // affinity key
-  std::vector<int> tried;  // replicas that failed this request before answering
+  std::vector<int> tried;  // replicas that failed this request
   std::shared_ptr<UpstreamCall> call;
-  bool head_sent = false;  // the client has its status line: no more retries
+  bool head_sent = false;  // the client has its status line: no more plain retries
   bool discard = false;    // this attempt's answer is a 429 or 5xx, to retry elsewhere
   bool sse = false;
+  // The journal of a resumable stream (one choice): the tokens and text bytes the client has,
+  // so that another replica can go on where a failed one stopped ("resume", docs/API.md).
+  nlohmann::json body;
+  bool journal = false, client_ids = false, resuming = false, done = false;
+  std::vector<int64_t> ids;
+  int64_t text_bytes = 0;
+  std::string pending;  // the start of an event not yet complete
+  nlohmann::json first_id, first_created;
+  int resumes = 0;
 };
 
 namespace {
@@ -153,12 +163,100 @@ void Router::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
   f->ex = std::move(ex);
   if (cfg_.policy == Policy::kAffinity && IsGeneration(req))
     f->key = AffinityKey(req.body, cfg_.affinity_bytes);
+  if (IsGeneration(req)) StartJournal(*f);
   Forward(std::move(f));
+}
+
+void Router::StartJournal(Forwarding& f) {
+  auto j = nlohmann::json::parse(f.req.body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return;  // the replica answers the 400
+  auto flag = [&](const char* k) { return j.contains(k) && j[k].is_boolean() && j[k].get<bool>(); };
+  const bool one = !j.contains("n") || (j["n"].is_number_integer() && j["n"].get<int64_t>() == 1);
+  const bool one_prompt =
+      !j.contains("prompt") || j["prompt"].is_string() ||
+      (j["prompt"].is_array() && !j["prompt"].empty() && j["prompt"].front().is_number_integer());
+  if (!flag("stream") || !one || !one_prompt || j.contains("resume")) return;
+  f.journal = true;
+  f.client_ids = flag("return_token_ids");
+  j["return_token_ids"] = true;
+  // A seed fixes the draws (a pure function of seed and position), so a resumed stream samples
+  // what the failed one would have.
+  if (!j.contains("seed") || j["seed"].is_null())
+    j["seed"] =
+        static_cast<int64_t>((uint64_t{std::random_device{}()} << 31) ^ std::random_device{}());
+  f.body = std::move(j);
+  f.req.body = f.body.dump();
+}
+
+void Router::Relay(Forwarding& f, std::string data) {
+  if (!f.journal) {
+    f.ex->Write(std::move(data));
+    return;
+  }
+  // Whole SSE events only: the journal counts what the client got.
+  f.pending += data;
+  std::string out;
+  size_t end;
+  while ((end = f.pending.find("\n\n")) != std::string::npos) {
+    std::string ev = f.pending.substr(0, end);
+    f.pending.erase(0, end + 2);
+    if (ev.rfind("data: ", 0) != 0 || ev == "data: [DONE]") {
+      f.done = f.done || ev == "data: [DONE]";
+      out += ev + "\n\n";
+      continue;
+    }
+    auto j = nlohmann::json::parse(ev.substr(6), nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array()) {
+      out += ev + "\n\n";
+      continue;
+    }
+    if (f.first_id.is_null()) {
+      f.first_id = j.value("id", nlohmann::json());
+      f.first_created = j.value("created", nlohmann::json());
+    } else {  // a resumed stream keeps the first answer's id
+      j["id"] = f.first_id;
+      j["created"] = f.first_created;
+    }
+    bool role_only = false;
+    for (auto& c : j["choices"]) {
+      if (!c.is_object()) continue;
+      if (c.contains("token_ids") && c["token_ids"].is_array())
+        for (const auto& id : c["token_ids"])
+          if (id.is_number_integer()) f.ids.push_back(id.get<int64_t>());
+      if (!f.client_ids) c.erase("token_ids");
+      if (c.contains("text") && c["text"].is_string())
+        f.text_bytes += static_cast<int64_t>(c["text"].get_ref<const std::string&>().size());
+      if (c.contains("delta") && c["delta"].is_object()) {
+        const auto& d = c["delta"];
+        if (d.contains("content") && d["content"].is_string())
+          f.text_bytes += static_cast<int64_t>(d["content"].get_ref<const std::string&>().size());
+        role_only = d.contains("role") && (!d.contains("content") || d["content"] == "");
+      }
+    }
+    if (f.resuming && role_only) continue;  // the client has had its role chunk
+    out += "data: " + j.dump() + "\n\n";
+  }
+  if (!out.empty()) f.ex->Write(std::move(out));
+}
+
+void Router::Cut(Forwarding& f, const std::string& why) {
+  ++cut_;
+  if (f.sse) {
+    const ApiError e = ApiError::Unavailable("the replica failed mid-stream: " + why);
+    f.ex->Write("data: " + e.ToJson() + "\n\n");
+    f.ex->EndStream();
+  } else {
+    f.ex->Close();
+  }
 }
 
 void Router::Forward(std::shared_ptr<Forwarding> f) {
   if (f->ex->closed()) return;
   const int i = set_.Pick(f->key, f->tried);
+  if (i < 0 && f->head_sent) {
+    Cut(*f, "no other replica to resume on");
+    return;
+  }
   if (i < 0) {
     bool any_up = false;
     for (size_t k = 0; k < set_.replicas().size(); ++k)
@@ -190,11 +288,11 @@ void Router::Forward(std::shared_ptr<Forwarding> f) {
   h.on_head = [this, f](int status, std::string type) {
     http_->Post([f, status, type = std::move(type)] {
       // A full replica (429) or a failing one (5xx): try another before the client sees it.
-      if (status == 429 || status >= 500) {
+      if (status == 429 || status >= 500 || (f->resuming && status != 200)) {
         f->discard = true;
         return;
       }
-      if (f->ex->closed()) return;
+      if (f->ex->closed() || f->resuming) return;  // resuming: the client's stream goes on
       f->head_sent = true;
       f->sse = type.find("event-stream") != std::string::npos;
       f->ex->StartStream(status, type.empty() ? "application/json" : type);
@@ -203,7 +301,7 @@ void Router::Forward(std::shared_ptr<Forwarding> f) {
   h.on_data = [this, f](std::string data) {
     http_->Post([this, f, data = std::move(data)]() mutable {
       if (f->discard || !f->head_sent || f->ex->closed()) return;
-      f->ex->Write(std::move(data));
+      Relay(*f, std::move(data));
       if (f->ex->buffered_bytes() > cfg_.max_buffered_bytes) {
         f->ex->Close();
         if (f->call) f->call->Cancel();
@@ -223,7 +321,7 @@ void Router::Finish(std::shared_ptr<Forwarding> f, int replica, Status s) {
   const bool failed = !s.ok() || f->discard;
   set_.Finish(replica, failed);
   // Refused or unreachable: down until a health check says otherwise.
-  if (!s.ok() && !f->head_sent && s.message().rfind("connect", 0) == 0) MarkUp(replica, false);
+  if (!s.ok() && s.message().rfind("connect", 0) == 0) MarkUp(replica, false);
   if (f->ex->closed()) return;
   if (failed && !f->head_sent) {
     ++retries_;
@@ -231,16 +329,20 @@ void Router::Finish(std::shared_ptr<Forwarding> f, int replica, Status s) {
     Forward(std::move(f));
     return;
   }
-  if (!s.ok()) {
-    // Cut mid-answer: the client has part of it. (Replaying it elsewhere is issue #38's journal.)
-    ++cut_;
-    if (f->sse) {
-      const ApiError e = ApiError::Unavailable("the replica failed mid-stream: " + s.message());
-      f->ex->Write("data: " + e.ToJson() + "\n\n");
-      f->ex->EndStream();
-    } else {
-      f->ex->Close();
-    }
+  if (failed && f->journal && !f->done && f->resumes < static_cast<int>(set_.replicas().size())) {
+    // Mid-stream: another replica goes on from the tokens the client has.
+    ++resumed_;
+    ++f->resumes;
+    f->resuming = true;
+    f->pending.clear();
+    f->tried.push_back(replica);
+    f->body["resume"] = {{"token_ids", f->ids}, {"text_bytes", f->text_bytes}};
+    f->req.body = f->body.dump();
+    Forward(std::move(f));
+    return;
+  }
+  if (failed) {
+    Cut(*f, s.ok() ? "it refused to resume" : s.message());
     return;
   }
   f->ex->EndStream();
@@ -302,6 +404,9 @@ std::string Router::Metrics() const {
   family("shoal_router_retries_total", "counter",
          "Requests sent to another replica after one failed before answering");
   m += fmt::format("shoal_router_retries_total {}\n", retries_);
+  family("shoal_router_resumed_total", "counter",
+         "Streams resumed on another replica after theirs failed mid-answer");
+  m += fmt::format("shoal_router_resumed_total {}\n", resumed_);
   family("shoal_router_cut_total", "counter", "Answers cut by a replica failing mid-answer");
   m += fmt::format("shoal_router_cut_total {}\n", cut_);
   return m;

@@ -58,6 +58,12 @@ class Router {
   void Handle(const server::HttpRequest& req, std::shared_ptr<server::HttpExchange> ex);
   void Forward(std::shared_ptr<Forwarding> f);
   void Finish(std::shared_ptr<Forwarding> f, int replica, Status s);
+  // A streamed generation with one choice keeps a journal (StartJournal asks the replica for
+  // each token's id and fixes the seed); Relay passes the answer on, event by event, noting
+  // the tokens and text the client has; Cut ends an answer that cannot go on.
+  void StartJournal(Forwarding& f);
+  void Relay(Forwarding& f, std::string data);
+  void Cut(Forwarding& f, const std::string& why);
   void CheckHealth();
   void MarkUp(int i, bool up);  // logs a change
   std::string Metrics() const;
@@ -69,7 +75,7 @@ class Router {
   std::vector<std::shared_ptr<const loadgen::HttpTarget>> targets_;
   boost::asio::io_context client_io_;
   std::thread client_thread_;
-  int64_t rejected_ = 0, unavailable_ = 0, retries_ = 0, cut_ = 0;
+  int64_t rejected_ = 0, unavailable_ = 0, retries_ = 0, resumed_ = 0, cut_ = 0;
   bool draining_ = false;
 };
 

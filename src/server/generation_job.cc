@@ -51,9 +51,28 @@ GenerationJob::GenerationJob(GenerationRequest req, std::shared_ptr<HttpExchange
   id_ = RandomId(req_.chat ? "chatcmpl-" : "cmpl-");
   created_ = UnixSeconds();
   t_start_ = NowSeconds();
+  // A resumed choice's text stream counts its resumed tokens against max_tokens too.
+  SamplingParams whole = req_.sampling;
+  whole.max_tokens += static_cast<int>(req_.resume_ids.size());
   for (size_t p = 0; p < req_.prompts.size(); ++p)
     for (int32_t c = 0; c < req_.n; ++c)
-      choices_.push_back(std::make_unique<Choice>(*ctx_.tokenizer, req_.sampling, ctx_.eog));
+      choices_.push_back(std::make_unique<Choice>(*ctx_.tokenizer, whole, ctx_.eog));
+  if (!req_.resume_ids.empty()) {
+    // A resumed request: its first tokens were generated (and their text sent) elsewhere. The
+    // text stream takes them as generated, so it goes on exactly where the other one stopped
+    // (partial characters and stop-string prefixes held back alike).
+    Choice& ch = *choices_[0];
+    for (int32_t id : req_.resume_ids) {
+      TextUpdate u = ch.stream.Push(id, FinishReason::kNone);
+      ch.text += u.text;
+      ++ch.n_tokens;
+    }
+    ch.text_offset = ch.text.size();
+    if (static_cast<int64_t>(ch.text.size()) != req_.resume_text_bytes || ch.stream.stopped())
+      resume_error_ = "'resume': its tokens' text is " + std::to_string(ch.text.size()) + " bytes" +
+                      (ch.stream.stopped() ? " and ends the answer" : "") + ", not the " +
+                      std::to_string(req_.resume_text_bytes) + " sent";
+  }
   int64_t n_prompt = 0;
   for (const auto& p : req_.prompts) n_prompt += static_cast<int64_t>(p.size());
   ctx_.metrics->AddPromptTokens(n_prompt);
@@ -128,7 +147,8 @@ std::string GenerationJob::LogprobsJson(const std::vector<LogprobEntry>& lps,
 }
 
 void GenerationJob::EmitChunk(size_t c, const std::string& text,
-                              const std::vector<LogprobEntry>& lps, const std::string& finish) {
+                              const std::vector<LogprobEntry>& lps, const std::string& finish,
+                              int32_t token) {
   Choice& ch = *choices_[c];
   Json choice = {{"index", c}};
   if (req_.chat) {
@@ -139,6 +159,8 @@ void GenerationJob::EmitChunk(size_t c, const std::string& text,
   choice["logprobs"] = Json::parse(LogprobsJson(lps, ch.text_offset), nullptr, false);
   for (const LogprobEntry& e : lps) ch.text_offset += TokenText(e.token).size();
   choice["finish_reason"] = finish.empty() ? Json(nullptr) : Json(finish);
+  if (req_.return_token_ids)
+    choice["token_ids"] = token >= 0 ? Json::array({token}) : Json::array();
   Json chunk = {{"id", id_},
                 {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
                 {"created", created_},
@@ -190,7 +212,10 @@ bool GenerationJob::OnEvent(const LoopEvent& e) {
   const std::string& finish = u.finish;
   StartStreamIfNeeded();
   if (req_.stream) {
-    if (!u.text.empty() || !lps.empty() || !finish.empty()) EmitChunk(c, u.text, lps, finish);
+    // With return_token_ids every token gets its chunk (its text may be held back), so a
+    // router knows each id the client's text stands on.
+    if (!u.text.empty() || !lps.empty() || !finish.empty() || req_.return_token_ids)
+      EmitChunk(c, u.text, lps, finish, e.token.token);
   } else {
     for (auto& l : lps) ch.lps.push_back(std::move(l));
   }

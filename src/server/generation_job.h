@@ -38,6 +38,9 @@ class GenerationJob {
 
   // The engine tickets of this job, one per prompt (set after submission).
   void SetTickets(std::vector<uint64_t> tickets);
+  // Non-empty when the request's "resume" does not match its tokens (their text is not the
+  // resume_text_bytes the client has): the request is refused.
+  const std::string& resume_error() const { return resume_error_; }
   const std::vector<uint64_t>& tickets() const { return tickets_; }
   // Io thread: an event for one of this job's tickets. Returns true when the job is complete.
   bool OnEvent(const LoopEvent& e);
@@ -71,8 +74,9 @@ class GenerationJob {
   void Hold(bool held);
   // Cancels every engine request of the job and counts it as aborted.
   void CancelAll();
+  // token: the id behind this chunk (return_token_ids), -1 for none.
   void EmitChunk(size_t choice, const std::string& text, const std::vector<LogprobEntry>& lps,
-                 const std::string& finish);
+                 const std::string& finish, int32_t token = -1);
   void FinishChoice(size_t c, const std::string& reason);
   void Complete();
   std::string LogprobsJson(const std::vector<LogprobEntry>& lps, size_t text_offset) const;
@@ -82,6 +86,7 @@ class GenerationJob {
   std::shared_ptr<HttpExchange> ex_;
   JobContext ctx_;
   std::string id_;
+  std::string resume_error_;
   int64_t created_ = 0;
   double t_start_ = 0;
   std::vector<uint64_t> tickets_;

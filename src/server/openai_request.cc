@@ -123,6 +123,38 @@ bool IsTokenId(const Json& v, int64_t n_vocab) {
   return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < n_vocab;
 }
 
+namespace {
+
+// "resume": {"token_ids": [...], "text_bytes": N} (generation_job.cc checks the text).
+std::optional<ApiError> ParseResume(const Json& body, const ModelInfo& model,
+                                    GenerationRequest* out) {
+  auto it = body.find("resume");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return ApiError::BadRequest("'resume' must be an object", "resume");
+  if (out->n != 1 || out->prompts.size() != 1)
+    return ApiError::BadRequest("'resume' needs one prompt and n = 1", "resume");
+  auto ids = it->find("token_ids");
+  if (ids == it->end() || !ids->is_array() ||
+      ids->size() > static_cast<size_t>(model.max_model_len))
+    return ApiError::BadRequest("'resume.token_ids' must be a list of at most max_model_len ids",
+                                "resume");
+  for (const Json& e : *ids) {
+    if (!IsTokenId(e, model.tokenizer->n_vocab()))
+      return ApiError::BadRequest("'resume.token_ids' holds an invalid token id", "resume");
+    out->resume_ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
+  }
+  // 64 bytes a token is past any vocabulary's longest piece.
+  auto bytes = it->find("text_bytes");
+  if (bytes == it->end() || !bytes->is_number_integer() || bytes->get<int64_t>() < 0 ||
+      bytes->get<int64_t>() > 64 * static_cast<int64_t>(out->resume_ids.size()))
+    return ApiError::BadRequest("'resume.text_bytes' must be an integer in [0, 64 x tokens]",
+                                "resume");
+  out->resume_text_bytes = bytes->get<int64_t>();
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> ParseGenerationRequest(const Json& body, bool chat, const ModelInfo& model,
                                                GenerationRequest* out) {
   *out = GenerationRequest{};
@@ -189,6 +221,8 @@ std::optional<ApiError> ParseGenerationRequest(const Json& body, bool chat, cons
     if (auto v = API_TRY(GetBool(body, "echo"))) out->echo = *v;
     if (auto e = ParsePrompt(body, model, out)) return e;
   }
+  if (auto v = API_TRY(GetBool(body, "return_token_ids"))) out->return_token_ids = *v;
+  if (auto e = ParseResume(body, model, out)) return e;
   if (auto e = sp.Validate(); !e.ok()) return ApiError::BadRequest(e.message());
   if (static_cast<int64_t>(out->prompts.size()) * out->n > kMaxSequencesPerRequest) {
     return ApiError::BadRequest(
@@ -214,7 +248,10 @@ std::optional<ApiError> ParseGenerationRequest(const Json& body, bool chat, cons
             std::to_string(want) + " in the completion). Please reduce the length.",
         chat ? "messages" : "prompt", "context_length_exceeded");
   }
-  sp.max_tokens = static_cast<int>(want);
+  const auto resumed = static_cast<int64_t>(out->resume_ids.size());
+  if (resumed >= want)
+    return ApiError::BadRequest("'resume' holds all " + std::to_string(want) + " tokens", "resume");
+  sp.max_tokens = static_cast<int>(want - resumed);
   return std::nullopt;
 }
 

@@ -43,6 +43,13 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;
   bool echo = false;
+  // Extensions for `shoal router` (docs/API.md): every streamed token's id in its chunk
+  // ("token_ids"), and a request resumed after its replica failed: these tokens, already
+  // generated (their text, resume_text_bytes bytes, already sent), continue the prompt's one
+  // choice; max_tokens still counts them.
+  bool return_token_ids = false;
+  std::vector<int32_t> resume_ids;
+  int64_t resume_text_bytes = 0;
 };
 
 // True when `v` is an integer token id in [0, n_vocab); an unsigned value above INT64_MAX is out

@@ -256,3 +256,39 @@ TEST(MetricsTest, RendersStageLoadWithEscapedNodeNames) {
 
 }  // namespace
 }  // namespace shoal::server
+
+namespace shoal::server {
+namespace {
+
+// The router's extensions: return_token_ids, and "resume" (validated: one prompt, n = 1, valid
+// ids, a text size in range, fewer tokens than max_tokens, which still counts them).
+TEST_F(RequestTest, ResumeIsValidatedAndCountsAgainstMaxTokens) {
+  GenerationRequest g;
+  ASSERT_FALSE(Parse(R"({"prompt": "x", "max_tokens": 10, "return_token_ids": true,
+    "resume": {"token_ids": [5, 6, 7], "text_bytes": 4}})",
+                     false, &g));
+  EXPECT_TRUE(g.return_token_ids);
+  EXPECT_EQ(g.resume_ids, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(g.resume_text_bytes, 4);
+  EXPECT_EQ(g.sampling.max_tokens, 7);
+  for (const char* bad : {
+           R"({"prompt": "x", "resume": [1]})",
+           R"({"prompt": "x", "resume": {"token_ids": [1]}})",
+           R"({"prompt": "x", "resume": {"token_ids": [1], "text_bytes": -1}})",
+           R"({"prompt": "x", "resume": {"token_ids": [1], "text_bytes": 65}})",
+           R"({"prompt": "x", "resume": {"token_ids": [-1], "text_bytes": 0}})",
+           R"({"prompt": "x", "resume": {"token_ids": [99999999], "text_bytes": 0}})",
+           R"({"prompt": "x", "resume": {"token_ids": ["a"], "text_bytes": 0}})",
+           R"({"prompt": "x", "resume": {"token_ids": 3, "text_bytes": 0}})",
+           R"({"prompt": "x", "n": 2, "resume": {"token_ids": [1], "text_bytes": 0}})",
+           R"({"prompt": ["x", "y"], "resume": {"token_ids": [1], "text_bytes": 0}})",
+           R"({"prompt": "x", "max_tokens": 2, "resume": {"token_ids": [1, 2], "text_bytes": 0}})",
+           R"({"prompt": "x", "return_token_ids": 1})",
+       }) {
+    GenerationRequest r;
+    EXPECT_TRUE(Parse(bad, false, &r).has_value()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace shoal::server

@@ -349,10 +349,13 @@ void Server::SubmitGeneration(std::shared_ptr<GenerationRequest> g,
                      {{"Retry-After", "1"}});
   }
   auto job = std::make_shared<GenerationJob>(*g, ex, job_ctx_);
+  if (!job->resume_error().empty())
+    return SendError(*ex, ApiError::BadRequest(job->resume_error(), "resume"));
   std::vector<uint64_t> tickets;
   for (size_t p = 0; p < g->prompts.size(); ++p) {
     Request r;
     r.prompt = g->prompts[p];
+    r.prompt.insert(r.prompt.end(), g->resume_ids.begin(), g->resume_ids.end());
     r.sampling = g->sampling;
     r.n = g->n;
     r.logprobs = g->logprobs;
