@@ -26,23 +26,23 @@ P1=$PORT S1=$SPID
 serve r2.log --api-key-file "$TMP/rkey" || { cat "$TMP/r2.log"; exit 1; }
 P2=$PORT S2=$SPID
 
-# router ARGS... -> RPORT, RPID
-router() {
-  "$SHOAL" router --listen 127.0.0.1:0 --replica "http://127.0.0.1:$P1" \
-    --replica "http://127.0.0.1:$P2" --replica-api-key-file "$TMP/rkey" "$@" \
-    > "$TMP/router.log" 2>&1 &
+# start_router REPLICA_PORT... -- ARGS... -> RPORT, RPID; waits until every replica is up
+# (returns 1 if not within 6 s).
+start_router() {
+  local reps=() n=0
+  while [ "$1" != "--" ]; do reps+=(--replica "http://127.0.0.1:$1"); n=$((n+1)); shift; done
+  shift
+  "$SHOAL" router --listen 127.0.0.1:0 "${reps[@]}" "$@" > "$TMP/router.log" 2>&1 &
   RPID=$!; PIDS+=($RPID); RPORT=""
-  for _ in $(seq 1 100); do
-    RPORT=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$TMP/router.log" | grep -o '[0-9]*$')
-    [ -n "$RPORT" ] && break
-    sleep 0.05
-  done
   for _ in $(seq 1 60); do
-    curl -s "127.0.0.1:$RPORT/health" | grep -q '"replicas_up":2' && return 0
+    RPORT=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$TMP/router.log" | grep -o '[0-9]*$')
+    [ -n "$RPORT" ] && curl -s "127.0.0.1:$RPORT/health" | grep -q "\"replicas_up\":$n" && return 0
     sleep 0.1
   done
   return 1
 }
+# router ARGS...: in front of the two stories260K replicas, with their key.
+router() { start_router "$P1" "$P2" -- --replica-api-key-file "$TMP/rkey" "$@"; }
 router --api-key client-secret --affinity-bytes 24 || { echo "router did not start"; cat "$TMP/router.log"; exit 1; }
 AUTH=(-H "Authorization: Bearer client-secret")
 
@@ -126,15 +126,8 @@ PY
 BADPID=$!; PIDS+=($BADPID)
 for _ in $(seq 1 50); do [ -s "$TMP/bad.port" ] && break; sleep 0.1; done
 kill -TERM $RPID; wait $RPID 2>/dev/null
-"$SHOAL" router --listen 127.0.0.1:0 --replica "http://127.0.0.1:$(cat "$TMP/bad.port")" \
-  --replica "http://127.0.0.1:$P2" --replica-api-key-file "$TMP/rkey" --policy round-robin \
-  > "$TMP/router.log" 2>&1 &
-RPID=$!; PIDS+=($RPID)
-for _ in $(seq 1 100); do
-  RPORT=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$TMP/router.log" | grep -o '[0-9]*$')
-  [ -n "$RPORT" ] && break
-  sleep 0.05
-done
+start_router "$(cat "$TMP/bad.port")" "$P2" -- --replica-api-key-file "$TMP/rkey" \
+  --policy round-robin || { echo "router did not start"; cat "$TMP/router.log"; }
 ok=0
 for i in 1 2 3 4 5 6; do
   curl -s -m 10 "127.0.0.1:$RPORT/v1/completions" -d "$(body "garbage check $i" 0 '')" > "$TMP/g$i"; grep -q '"text"' "$TMP/g$i" && ok=$((ok+1)) || { echo "     garbage $i:"; head -c 300 "$TMP/g$i"; tail -3 "$TMP/router.log"; }
@@ -157,14 +150,7 @@ T1=$PORT TS1=$SPID
 serve t2.log || { cat "$TMP/t2.log"; exit 1; }
 T2=$PORT TS2=$SPID
 SERVE_EXTRA=(); SERVE_MAX_LEN=256; MODEL=$MODEL_SAVED
-"$SHOAL" router --listen 127.0.0.1:0 --replica "http://127.0.0.1:$T1" --replica "http://127.0.0.1:$T2" \
-  --affinity-bytes 16 > "$TMP/router.log" 2>&1 &
-RPID=$!; PIDS+=($RPID)
-for _ in $(seq 1 100); do
-  RPORT=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$TMP/router.log" | grep -o '[0-9]*$')
-  [ -n "$RPORT" ] && curl -s "127.0.0.1:$RPORT/health" | grep -q '"replicas_up":2' && break
-  sleep 0.1
-done
+start_router "$T1" "$T2" -- --affinity-bytes 16 || { echo "router did not start"; exit 1; }
 python3 "$(dirname "$0")/router_stream_client.py" "$RPORT" "$TMP/want" "$TMP/progress0" 400
 busy() { curl -s "127.0.0.1:$RPORT/v1/cluster" | python3 -c "
 import json, sys
@@ -189,14 +175,7 @@ check "a replica killed mid-stream: 4 of 4 streams resumed with the undisturbed 
 check "...counted in shoal_router_resumed_total" 'curl -s "127.0.0.1:$RPORT/metrics" | grep -q "^shoal_router_resumed_total [1-9]"'
 kill -9 $TS1 $TS2 2>/dev/null
 kill -TERM $RPID; wait $RPID 2>/dev/null
-"$SHOAL" router --listen 127.0.0.1:0 --replica "http://127.0.0.1:$P1" --replica "http://127.0.0.1:$P2" \
-  --replica-api-key-file "$TMP/rkey" > "$TMP/router.log" 2>&1 &
-RPID=$!; PIDS+=($RPID)
-for _ in $(seq 1 100); do
-  RPORT=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$TMP/router.log" | grep -o '[0-9]*$')
-  [ -n "$RPORT" ] && curl -s "127.0.0.1:$RPORT/health" | grep -q '"replicas_up":2' && break
-  sleep 0.1
-done
+router || { echo "router did not restart"; exit 1; }
 
 # A replica killed: requests keep being answered by the other; then none: 503.
 kill -9 $S1; wait $S1 2>/dev/null
