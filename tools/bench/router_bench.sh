@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Replicas behind `shoal router` on this machine (issue #38's targets):
 #  1. Aggregate output tokens/s at 16 concurrent streams: one `shoal serve` replica (1 thread)
-#     alone, against two replicas (1 thread each) behind one router; REPEAT rounds side by side,
-#     then the median of each and their ratio.
+#     alone, against two replicas (1 thread each) behind one router, and the same two without a
+#     router (8 streams each from two clients: the machine's ceiling); REPEAT rounds side by
+#     side, then the median of each and the ratios.
 #  2. Prefix-cache hit rate of a shared-prefix workload (8 system prompts of ~200 words, each
 #     followed by a different question; 64 requests, 8 at once) through the router with
 #     --policy affinity and with --policy round-robin: the replicas' vllm:prefix_cache_hits_total
@@ -41,20 +42,29 @@ tps() {  # PORT -> output tokens/s of 32 requests, 16 at once (after a warm-up o
   "$SHOAL" bench serve --url "http://127.0.0.1:$1" -n 32 --max-concurrency 16 --input-len 32 \
     --output-len 64 --json 2>/dev/null | python3 -c "import json,sys; print('%.2f' % json.load(sys.stdin)['output_throughput'])"
 }
+half() {  # PORT -> output tokens/s of 16 requests, 8 at once
+  "$SHOAL" bench serve --url "http://127.0.0.1:$1" -n 16 --max-concurrency 8 --input-len 32 \
+    --output-len 64 --json 2>/dev/null | python3 -c "import json,sys; print('%.2f' % json.load(sys.stdin)['output_throughput'])"
+}
 replica r1.log; P1=$REP; replica r2.log; P2=$REP
 echo "aggregate output tokens/s at 16 streams (32 requests of 32 + 64 tokens):"
 for r in $(seq 1 "$REPEAT"); do
   one=$(tps "$P1")
   router least-loaded "$P1" "$P2"; two=$(tps "$R"); kill $RPID; wait $RPID 2>/dev/null || true
-  echo "  round $r: one replica $one, two behind the router $two"
-  echo "$one $two" >> "$W/tps"
+  # The ceiling: the same two replicas without a router, 8 streams each from two clients.
+  half "$P1" > "$W/h1" & h=$!; half "$P2" > "$W/h2"; wait $h
+  direct=$(python3 -c "print('%.2f' % ($(cat "$W/h1") + $(cat "$W/h2")))")
+  echo "  round $r: one replica $one, two behind the router $two, two without it $direct"
+  echo "$one $two $direct" >> "$W/tps"
 done
 python3 - "$W/tps" <<'PY'
 import statistics, sys
 rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
 one = statistics.median(r[0] for r in rows); two = statistics.median(r[1] for r in rows)
-print("  median: one %.2f, two %.2f, ratio %.2fx (per round %s)" % (
-    one, two, two / one, ", ".join("%.2f" % (r[1] / r[0]) for r in rows)))
+direct = statistics.median(r[2] for r in rows)
+print("  median: one %.2f, two behind the router %.2f (%.2fx; per round %s), two without it %.2f "
+      "(%.2fx)" % (one, two, two / one, ", ".join("%.2f" % (r[1] / r[0]) for r in rows), direct,
+                   direct / one))
 PY
 python3 - "$W/prefix.jsonl" <<'PY'
 import random, sys
