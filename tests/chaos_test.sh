@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Chaos suite (docs/CLUSTER.md, "Failover"): a local cluster of 4 `shoal node` stages (or, with
-# CHAOS_PARALLEL=tp=2,pp=2, 2 stages of 2 tensor-parallel members each) and
+# CHAOS_PARALLEL=tp=2,pp=2, 2 stages of 2 tensor-parallel members each; with CHAOS_ARCH=qwen3moe
+# a MoE model, so the members split its experts) and
 # a standby behind `shoal serve`, streaming greedy and seeded-sampling requests while nodes are
 # killed (-9, one or two at once, the standby), stopped (SIGSTOP 3 s: the grace period; 5 s:
 # past --dead-ms), restarted with the same identity during recovery, drained (`shoal node
@@ -112,7 +113,10 @@ chmod 600 "$TMP/key"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TMP/admin.key"
 chmod 600 "$TMP/admin.key"
 mkdir -p "$TMP/models"
-"$SHOAL" synth --preset tiny --layers 8 --type q8_0 --seed 5 -o "$TMP/models/m.gguf" > /dev/null 2>&1
+# CHAOS_ARCH=qwen3moe: a MoE model, whose experts the tensor-parallel members split (expert
+# parallel trials).
+"$SHOAL" synth ${CHAOS_ARCH:+--arch "$CHAOS_ARCH"} --preset tiny --layers 8 --type q8_0 --seed 5 \
+  -o "$TMP/models/m.gguf" > /dev/null 2>&1
 
 # start_node NAME [PORT]: starts (or restarts, on the same port) node NAME, in its namespace
 # if it has one; sets its port file. Debug logging shows the frames of an older epoch it drops.
