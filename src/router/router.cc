@@ -97,7 +97,7 @@ Status Router::Run() {
     client_io_.run();
   });
   http_->OnSignal([this](int) { Shutdown(); });
-  http_->Post([this] { CheckHealth(); });
+  Post([this] { CheckHealth(); });
   http_->Run();
   client_io_.stop();
   client_thread_.join();
@@ -105,7 +105,7 @@ Status Router::Run() {
 }
 
 void Router::Shutdown() {
-  http_->Post([this] {
+  Post([this] {
     if (draining_) return;
     draining_ = true;
     http_->StopAccepting();
@@ -165,6 +165,20 @@ void Router::Handle(const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
     f->key = AffinityKey(req.body, cfg_.affinity_bytes);
   if (IsGeneration(req)) StartJournal(*f);
   Forward(std::move(f));
+}
+
+void Router::Post(std::function<void()> fn) {
+  // The io loop does not catch: a throw here (a bug, an allocation failure) would end the
+  // router and every stream it holds; it ends only the one piece of work instead.
+  http_->Post([fn = std::move(fn)] {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "router: internal error: {}\n", e.what());
+    } catch (...) {
+      fmt::print(stderr, "router: internal error\n");
+    }
+  });
 }
 
 void Router::StartJournal(Forwarding& f) {
@@ -286,7 +300,7 @@ void Router::Forward(std::shared_ptr<Forwarding> f) {
   u.idle_timeout_s = cfg_.idle_timeout_s;
   UpstreamHandlers h;
   h.on_head = [this, f](int status, std::string type) {
-    http_->Post([f, status, type = std::move(type)] {
+    Post([f, status, type = std::move(type)] {
       // A full replica (429) or a failing one (5xx): try another before the client sees it.
       if (status == 429 || status >= 500 || (f->resuming && status != 200)) {
         f->discard = true;
@@ -299,7 +313,7 @@ void Router::Forward(std::shared_ptr<Forwarding> f) {
     });
   };
   h.on_data = [this, f](std::string data) {
-    http_->Post([this, f, data = std::move(data)]() mutable {
+    Post([this, f, data = std::move(data)]() mutable {
       if (f->discard || !f->head_sent || f->ex->closed()) return;
       Relay(*f, std::move(data));
       if (f->ex->buffered_bytes() > cfg_.max_buffered_bytes) {
@@ -308,9 +322,7 @@ void Router::Forward(std::shared_ptr<Forwarding> f) {
       }
     });
   };
-  h.on_done = [this, f, i](Status s) {
-    http_->Post([this, f, i, s = std::move(s)] { Finish(f, i, s); });
-  };
+  h.on_done = [this, f, i](Status s) { Post([this, f, i, s = std::move(s)] { Finish(f, i, s); }); };
   f->call = StartUpstream(client_io_, targets_[static_cast<size_t>(i)], std::move(u), std::move(h));
   f->ex->OnClose([f] {
     if (f->call) f->call->Cancel();
@@ -360,11 +372,11 @@ void Router::CheckHealth() {
     const int k = static_cast<int>(i);
     h.on_head = [this, k, answered](int status, std::string) {
       *answered = true;
-      http_->Post([this, k, status] { MarkUp(k, status == 200); });
+      Post([this, k, status] { MarkUp(k, status == 200); });
     };
     h.on_data = [](std::string) {};
     h.on_done = [this, k, answered](Status s) {
-      if (!s.ok() && !*answered) http_->Post([this, k] { MarkUp(k, false); });
+      if (!s.ok() && !*answered) Post([this, k] { MarkUp(k, false); });
     };
     StartUpstream(client_io_, targets_[i], std::move(u), std::move(h));
   }

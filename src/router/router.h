@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -65,6 +66,8 @@ class Router {
   void Relay(Forwarding& f, std::string data);
   void Cut(Forwarding& f, const std::string& why);
   void CheckHealth();
+  // HttpServer::Post with every exception caught (logged) instead of ending the io loop.
+  void Post(std::function<void()> fn);
   void MarkUp(int i, bool up);  // logs a change
   std::string Metrics() const;
   std::string ClusterJson() const;
