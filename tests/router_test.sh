@@ -80,6 +80,8 @@ check "8 different prefixes: both replicas used" '[ $((c1 - b1)) -gt 0 ] && [ $(
 curl -s "127.0.0.1:$RPORT/v1/cluster" "${AUTH[@]}" > "$TMP/cluster.json"
 check "/v1/cluster lists both replicas up with their counts" \
   "python3 -c \"import json; j=json.load(open('$TMP/cluster.json')); r=j['replicas']; assert j['role']=='router' and len(r)==2 and all(x['up'] and x['requests_total']>0 for x in r), j\""
+"$SHOAL" status --url "http://127.0.0.1:$RPORT" --api-key client-secret > "$TMP/status" 2>&1
+check "shoal status on the router lists both replicas up" '[ $(grep -c "^  replica .* up " "$TMP/status") -eq 2 ]'
 kill -TERM $RPID; wait $RPID 2>/dev/null
 check "SIGTERM: the router exits" '! kill -0 $RPID 2>/dev/null'
 

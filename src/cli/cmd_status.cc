@@ -1,5 +1,5 @@
-// `shoal status --url URL`: a server's pipeline (stages, layers, memory) and load, from
-// GET /v1/cluster, printed as a table (or the JSON with --json).
+// `shoal status --url URL`: a server's pipeline (stages, layers, memory) and load, or a router's
+// replicas, from GET /v1/cluster, printed as a table (or the JSON with --json).
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -42,6 +42,18 @@ int RunStatus(const StatusArgs& a) {
   if (j.is_discarded() || !j.is_object()) return Fail(Errorf("{}: not a JSON object", a.url));
   if (a.json) {
     std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  if (j.value("role", "") == "router") {  // `shoal router`: its replicas
+    std::printf("router, policy %s, at most %lld in flight per replica\n",
+                j.value("policy", "?").c_str(),
+                static_cast<long long>(j.value("max_in_flight_per_replica", 0)));
+    for (const auto& r : j.value("replicas", nlohmann::json::array()))
+      std::printf("  replica %-32s %-4s %lld in flight, %lld requests, %lld failed\n",
+                  r.value("url", "?").c_str(), r.value("up", false) ? "up" : "down",
+                  static_cast<long long>(r.value("in_flight", 0)),
+                  static_cast<long long>(r.value("requests_total", 0)),
+                  static_cast<long long>(r.value("failures_total", 0)));
     return 0;
   }
   std::printf("model %s, %s, %lld running, %lld waiting, KV %.1f%% used, %lld tokens generated\n",
