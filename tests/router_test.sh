@@ -141,17 +141,16 @@ kill $BADPID 2>/dev/null
 
 # A replica killed -9 in the middle of 4 streams (2 greedy, 2 seeded) of a synth model: the router
 # resumes each on the other replica from the tokens its client has, and every client's text
-# equals an undisturbed run's. (f32 KV: with f16 a prompt's prefill reads keys and values the
-# decode steps had rounded differently, and a near tie can then flip; docs/CLUSTER.md.)
+# equals an undisturbed run's.
 "$SHOAL" synth --preset tiny --layers 8 --type q8_0 --seed 5 -o "$TMP/tiny8.gguf" > /dev/null 2>&1
 kill -TERM $RPID; wait $RPID 2>/dev/null
 MODEL_SAVED=$MODEL; MODEL=$TMP/tiny8.gguf
-SERVE_EXTRA=(--kv-type f32); SERVE_MAX_LEN=512
+SERVE_MAX_LEN=512
 serve t1.log || { cat "$TMP/t1.log"; exit 1; }
 T1=$PORT TS1=$SPID
 serve t2.log || { cat "$TMP/t2.log"; exit 1; }
 T2=$PORT TS2=$SPID
-SERVE_EXTRA=(); SERVE_MAX_LEN=256; MODEL=$MODEL_SAVED
+SERVE_MAX_LEN=256; MODEL=$MODEL_SAVED
 start_router "$T1" "$T2" -- --affinity-bytes 16 || { echo "router did not start"; exit 1; }
 python3 "$(dirname "$0")/router_stream_client.py" "$RPORT" "$TMP/want" "$TMP/progress0" 400
 busy() { curl -s "127.0.0.1:$RPORT/v1/cluster" | python3 -c "

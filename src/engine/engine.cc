@@ -86,8 +86,8 @@ Result<int64_t> Engine::Add(Request req) {
   const int64_t seq = next_seq_;
   Live l;
   l.n_prompt = static_cast<int32_t>(req.prompt.size());
-  SHOAL_RETURN_IF_ERROR(
-      groups_[static_cast<size_t>(best)].sched->Add(seq, std::move(req.prompt), req.n));
+  SHOAL_RETURN_IF_ERROR(groups_[static_cast<size_t>(best)].sched->Add(seq, std::move(req.prompt),
+                                                                      req.n, req.prompted));
   const int64_t id = next_id_++;
   ++next_seq_;
   group_of_[seq] = best;

@@ -62,6 +62,10 @@ struct Request {
   int32_t n = 1;
   // -1: none; k in [0, 20]: each event carries the token's logprob and the top-k alternatives.
   int32_t logprobs = -1;
+  // A resumed request (the server's "resume"): the length of the prompt as first submitted; the
+  // rest of `prompt` was generated, so its rows keep decode numerics (model/batch.h TiledUntil
+  // of this length) and the tokens come out as they would have. -1: all of `prompt`.
+  int32_t prompted = -1;
 };
 
 struct TokenEvent {

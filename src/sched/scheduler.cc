@@ -46,7 +46,8 @@ void Scheduler::ReleaseStates(Seq& s) {
   std::sort(free_states_.begin(), free_states_.end(), std::greater<>());
 }
 
-Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> tokens, int32_t n_choices) {
+Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> tokens, int32_t n_choices,
+                      int32_t prompted) {
   const int32_t n_prompt = static_cast<int32_t>(tokens.size());
   if (seqs_.count(seq_id)) return Errorf("sequence {} already exists", seq_id);
   if (n_prompt <= 0) return Errorf("sequence {}: empty prompt", seq_id);
@@ -66,7 +67,8 @@ Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> tokens, int32_t n_cho
   s.order = next_order_++;
   s.tokens = std::move(tokens);
   s.n_prompt = n_prompt;
-  s.tiled_until = cfg_.tiled_prompt_min > 0 && n_prompt >= cfg_.tiled_prompt_min ? n_prompt : 0;
+  const int32_t basis = prompted >= 0 ? std::min(prompted, n_prompt) : n_prompt;
+  s.tiled_until = cfg_.tiled_prompt_min > 0 && basis >= cfg_.tiled_prompt_min ? basis : 0;
   s.arrival_us = Now();
   seqs_.emplace(seq_id, std::move(s));
   waiting_.push_back(seq_id);

@@ -102,8 +102,11 @@ class Scheduler {
   Scheduler(const SchedConfig& cfg, BlockAllocator* alloc, const Clock* clock = nullptr);
 
   // Queues a sequence with its prompt. Fails if it can never fit. `n_choices` - 1 forks will
-  // follow its first sample (with state slots, admission reserves a slot for each).
-  Status Add(int64_t seq_id, std::vector<int32_t> tokens, int32_t n_choices = 1);
+  // follow its first sample (with state slots, admission reserves a slot for each). `prompted`
+  // >= 0: only that many leading tokens were a prompt (a resumed request), the tiled numerics
+  // follow them (engine::Request::prompted).
+  Status Add(int64_t seq_id, std::vector<int32_t> tokens, int32_t n_choices = 1,
+             int32_t prompted = -1);
   // Records a sampled token: the sequence now has one more token to compute.
   void AppendToken(int64_t seq_id, int32_t token);
   // Makes `child_id` a copy of running sequence `parent_id` sharing all its blocks (refcounts);

@@ -355,7 +355,10 @@ void Server::SubmitGeneration(std::shared_ptr<GenerationRequest> g,
   for (size_t p = 0; p < g->prompts.size(); ++p) {
     Request r;
     r.prompt = g->prompts[p];
-    r.prompt.insert(r.prompt.end(), g->resume_ids.begin(), g->resume_ids.end());
+    if (!g->resume_ids.empty()) {
+      r.prompted = static_cast<int32_t>(r.prompt.size());
+      r.prompt.insert(r.prompt.end(), g->resume_ids.begin(), g->resume_ids.end());
+    }
     r.sampling = g->sampling;
     r.n = g->n;
     r.logprobs = g->logprobs;
