@@ -285,31 +285,18 @@ TEST_F(EngineTest, PreemptionByRecomputeGivesTheSameTokens) {
   }
 }
 
-// A request resumed elsewhere (the server's "resume"): its prompt plus the tokens already
-// generated, with `prompted` naming the first prompt's length, continues with the logits the
-// original run had, bit for bit: the generated rows keep their decode numerics although they
-// are prefilled now. (This model's widths take no tiled path either way; router_test, on a
-// synth model that does, fails when `prompted` is dropped.)
+// A request resumed elsewhere (server "resume": prompt + the tokens generated, `prompted` the
+// first prompt's length) goes on with the original's logits, bit for bit (router_test covers a
+// model with tiled paths, which this one has not).
 TEST_F(EngineTest, ResumedRequestContinuesBitForBit) {
   std::mt19937 rng(11);
   const std::vector<int32_t> prompt = Prompt(rng, 8);
   const Output whole = RunAll(BaseConfig(), {Req(prompt, 90, 0.9f, 5)})[0];
-  ASSERT_EQ(whole.tokens[0].size(), 90u);
-  for (int cut : {10, 70}) {
-    Request r = Req(prompt, 90 - cut, 0.9f, 5);
-    r.prompt.insert(r.prompt.end(), whole.tokens[0].begin(), whole.tokens[0].begin() + cut);
-    r.prompted = static_cast<int32_t>(prompt.size());
-    const Output rest = RunAll(BaseConfig(), {r})[0];
-    ASSERT_EQ(rest.tokens[0].size(), static_cast<size_t>(90 - cut));
-    for (int k = 0; k < 90 - cut; ++k) {
-      ASSERT_EQ(rest.tokens[0][static_cast<size_t>(k)],
-                whole.tokens[0][static_cast<size_t>(cut + k)])
-          << "cut " << cut << " step " << k;
-      ASSERT_EQ(rest.logits[0][static_cast<size_t>(k)],
-                whole.logits[0][static_cast<size_t>(cut + k)])
-          << "cut " << cut << " step " << k;
-    }
-  }
+  Request r = Req(prompt, 20, 0.9f, 5);
+  r.prompt.insert(r.prompt.end(), whole.tokens[0].begin(), whole.tokens[0].begin() + 70);
+  r.prompted = static_cast<int32_t>(prompt.size());
+  const auto& w = whole.logits[0];
+  EXPECT_EQ(RunAll(BaseConfig(), {r})[0].logits[0], std::vector(w.begin() + 70, w.end()));
 }
 
 TEST_F(EngineTest, PreemptionBySwapGivesTheSameTokens) {
